@@ -1,0 +1,23 @@
+"""relmerge: deduplicate the relations of LLM-extracted knowledge graphs.
+
+>>> from relmerge import DeduplicateRelations, DeduplicateRelationsConfig
+>>> step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=False))
+>>> step.name
+'deduplicate_relations'
+"""
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.context import DictContext
+from relmerge.errors import RelmergeError
+from relmerge.model import Decision, ExtractedRelation, StepIssue
+from relmerge.step import DeduplicateRelations
+
+__all__ = [
+    "Decision",
+    "DeduplicateRelations",
+    "DeduplicateRelationsConfig",
+    "DictContext",
+    "ExtractedRelation",
+    "RelmergeError",
+    "StepIssue",
+]

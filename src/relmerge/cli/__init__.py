@@ -1,0 +1,45 @@
+"""The ``relmerge`` command group; maps relmerge errors to a one-line message and exit 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from relmerge.cli.eval import eval_command
+from relmerge.cli.run import run_command
+from relmerge.errors import RelmergeError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RelmergeError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(2)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except Exception as error:
+            if os.environ.get("RELMERGE_DEBUG"):
+                raise
+            click.echo(
+                f"internal error: {type(error).__name__}: {error} "
+                "(set RELMERGE_DEBUG=1 for a traceback, and please report it)",
+                err=True,
+            )
+            sys.exit(1)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="relmerge")
+def main() -> None:
+    """relmerge: deduplicate the relations of LLM-extracted knowledge graphs."""
+
+
+main.add_command(run_command)
+main.add_command(eval_command)
+
+__all__ = ["main"]

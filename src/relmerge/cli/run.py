@@ -1,0 +1,154 @@
+"""``relmerge run INPUT --output OUT``: deduplicate a batch of relations into OUT."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+from rich.console import Console
+
+from relmerge.cli.render import RichProgress, summary_table
+from relmerge.config import (
+    DeduplicateRelationsConfig,
+    FileConfig,
+    LLMSettings,
+    format_validation_error,
+    load_toml_config,
+)
+from relmerge.errors import ConfigError
+from relmerge.io.load import read_input, read_json_file
+from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
+from relmerge.io.write import write_manifest
+from relmerge.pipeline import run_pipeline
+from relmerge.providers import get_llm
+from relmerge.stores.local import LocalStore
+
+
+def resolve_settings(
+    file_config: FileConfig, step_overrides: dict[str, Any], llm_overrides: dict[str, Any]
+) -> tuple[DeduplicateRelationsConfig, LLMSettings]:
+    """Config file first, command-line flags over it; one typed config comes out."""
+    step = {**file_config.step, **{k: v for k, v in step_overrides.items() if v is not None}}
+    llm = {**file_config.llm, **{k: v for k, v in llm_overrides.items() if v is not None}}
+    llm.setdefault("provider", "openai" if llm.get("base_url") else "none")
+    try:
+        settings = LLMSettings(**llm)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, "LLM settings")) from None
+    return DeduplicateRelationsConfig(**step), settings
+
+
+@click.command("run")
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Output directory (created if missing).",
+)
+@click.option(
+    "--entity-mapping",
+    type=click.Path(path_type=Path),
+    help="JSON object: old entity id -> canonical id (from entity dedup).",
+)
+@click.option(
+    "--llm",
+    "llm_provider",
+    type=click.Choice(["none", "openai"]),
+    default=None,
+    help="Language model provider [default: none, or openai when a base URL is given].",
+)
+@click.option("--llm-base-url", help="Base URL of an OpenAI-compatible endpoint (…/v1).")
+@click.option("--llm-model", help="Model name to ask for.")
+@click.option(
+    "--llm-api-key-env", help="Environment variable holding the API key [default: OPENAI_API_KEY]."
+)
+@click.option(
+    "--response-format",
+    type=click.Choice(["json_schema", "json_object", "none"]),
+    help="How to ask the server for JSON [default: json_schema].",
+)
+@click.option("--llm-timeout", type=float, help="Seconds before a request times out [60].")
+@click.option(
+    "--semantic/--no-semantic",
+    default=None,
+    help="Semantic merge stage (default on; this release needs --no-semantic).",
+)
+@click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="TOML file: step settings at top level, provider settings under [llm].",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
+def run_command(
+    input_path: Path,
+    out: Path,
+    entity_mapping: Path | None,
+    llm_provider: str | None,
+    llm_base_url: str | None,
+    llm_model: str | None,
+    llm_api_key_env: str | None,
+    response_format: str | None,
+    llm_timeout: float | None,
+    semantic: bool | None,
+    concurrency: int | None,
+    config_path: Path | None,
+    overwrite: bool,
+    quiet: bool,
+) -> None:
+    """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
+    an object-store directory with relation_keys.json) and write the results to OUT."""
+    file_config = load_toml_config(config_path) if config_path else FileConfig()
+    config, settings = resolve_settings(
+        file_config,
+        {"semantic_merge": semantic, "concurrency": concurrency},
+        {
+            "provider": llm_provider,
+            "base_url": llm_base_url,
+            "model": llm_model,
+            "api_key_env": llm_api_key_env,
+            "response_format": response_format,
+            "timeout": llm_timeout,
+        },
+    )
+    if config.semantic_merge:
+        raise ConfigError(
+            "the semantic stage is not available in this release; pass --no-semantic "
+            "(or semantic_merge = false in the config file)"
+        )
+    llm = get_llm(settings)
+    raws = asyncio.run(read_input(input_path))
+    mapping = read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
+    console = Console(stderr=True, quiet=quiet)
+    run_fingerprint = fingerprint(
+        raws,
+        mapping,
+        config.model_dump(mode="json"),
+        settings.model_dump(mode="json", exclude={"api_key_env", "timeout", "max_retries"}),
+    )
+
+    async def go() -> dict[str, Any]:
+        store = LocalStore(out)
+        await claim_output(store, run_fingerprint, overwrite)
+        with RichProgress(console) as progress:
+            output = await run_pipeline(raws, mapping, config, llm, store, progress)
+        output.result["fingerprint"] = run_fingerprint
+        await remove_stale_relations(
+            store, config.deduplicated_relations_prefix, output.relation_keys
+        )
+        await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
+        return output.result
+
+    result = asyncio.run(go())
+    if not quiet:
+        Console().print(summary_table(result, str(out)))

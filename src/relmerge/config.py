@@ -1,0 +1,123 @@
+"""``DeduplicateRelationsConfig``: the seed's fields and defaults plus relmerge's own.
+
+Every value is checked at construction; all problems are reported together in one
+:class:`~relmerge.errors.ConfigError`, so a user fixes a config file in one pass.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from relmerge.errors import ConfigError
+
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+
+
+def format_validation_error(error: ValidationError, what: str) -> str:
+    """One readable line per problem: ``field: message (got value)``."""
+    lines = []
+    for problem in error.errors():
+        location = ".".join(str(part) for part in problem["loc"]) or "(root)"
+        message = problem["msg"].removeprefix("Value error, ")
+        lines.append(f"{location}: {message} (got {problem.get('input')!r})")
+    return f"invalid {what}: " + "; ".join(lines)
+
+
+class DeduplicateRelationsConfig(BaseModel):
+    """Configuration of the :class:`~relmerge.step.DeduplicateRelations` step.
+
+    The first eleven fields are the seed's, with its names and defaults.
+
+    >>> DeduplicateRelationsConfig(semantic_merge=False, llm_batch_size=10).llm_batch_size
+    10
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deduplicated_relations_prefix: str = "deduplicated_relations"
+    relation_keys_artifact: str = "relation_keys"
+    entity_id_mapping_artifact: str | None = "entity_id_mapping"
+    semantic_merge: bool = True
+    similarity_threshold: float = Field(0.9, ge=-1.0, le=1.0)
+    max_rounds: int = Field(10, ge=1)
+    llm_batch_size: int = Field(20, ge=2)
+    semantic_batch_size: int = Field(100, ge=2)
+    semantic_batch_count: int = Field(4, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    # relmerge's own settings.
+    concurrency: int = Field(8, ge=1, description="LLM requests in flight at once.")
+    prompt_description_chars: int = Field(
+        2000, ge=100, description="Descriptions longer than this are cut inside prompts only."
+    )
+    decisions_key: str | None = Field(
+        "decisions.jsonl", description="Store key of the decision log; None to skip it."
+    )
+    rejected_key: str | None = Field(
+        "rejected.jsonl", description="Store key of rejected input records; None to skip it."
+    )
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise ConfigError(
+                format_validation_error(error, "DeduplicateRelationsConfig")
+            ) from None
+
+    @field_validator("deduplicated_relations_prefix", "relation_keys_artifact")
+    @classmethod
+    def _non_empty_name(cls, value: str) -> str:
+        value = value.strip().strip("/")
+        if not value:
+            raise ValueError("must be a non-empty name")
+        return value
+
+    @field_validator("entity_id_mapping_artifact", "decisions_key", "rejected_key")
+    @classmethod
+    def _optional_name(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must be a non-empty name or None")
+        return value.strip() if value is not None else None
+
+
+class LLMSettings(BaseModel):
+    """How to reach the language model (the CLI's ``--llm*`` options or ``[llm]`` in TOML)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: Literal["none", "openai"] = "none"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    response_format: ResponseFormat = "json_schema"
+    timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+
+
+class FileConfig(BaseModel):
+    """A ``relmerge.toml`` file: step fields at the top level, provider settings in ``[llm]``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: dict[str, Any] = Field(default_factory=dict)
+    llm: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_toml_config(path: Path) -> FileConfig:
+    """Read a TOML config file; unknown keys are reported by the config classes."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+    llm = data.pop("llm", {})
+    if not isinstance(llm, dict):
+        raise ConfigError(f"config file {path}: [llm] must be a table")
+    return FileConfig(step=data, llm=llm)

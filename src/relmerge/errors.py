@@ -1,0 +1,53 @@
+"""The one exception tree of relmerge.
+
+Everything relmerge raises on purpose subclasses :class:`RelmergeError`, so callers can catch
+one type, and the CLI can turn any of them into a one-line message and exit code 2::
+
+    RelmergeError
+    ├── ConfigError        invalid configuration values (all problems listed at once)
+    ├── InputError         unreadable input: missing file, bad entity mapping, empty batch
+    ├── StoreError         object-store problems
+    │   └── InvalidKeyError    a key with "..", an absolute path or an empty segment
+    ├── ProviderError      a model endpoint failed for good (after retries) or is misconfigured
+    └── InvalidAnswerError an LLM answer that is not valid for its request (retried, never used)
+"""
+
+from __future__ import annotations
+
+
+class RelmergeError(Exception):
+    """Base class of every error relmerge raises on purpose."""
+
+
+class ConfigError(RelmergeError):
+    """A configuration value is invalid; the message lists every problem found."""
+
+
+class InputError(RelmergeError):
+    """Input that cannot be read at all (a bad record is rejected instead, not raised)."""
+
+
+class StoreError(RelmergeError):
+    """An object store could not read or write a key."""
+
+
+class InvalidKeyError(StoreError):
+    """An object key that could escape the store root or is malformed."""
+
+
+class ProviderError(RelmergeError):
+    """A model provider failed.
+
+    ``retryable`` says whether a later attempt may succeed (timeouts, 429, 5xx) or whether
+    the endpoint is misconfigured (401, 404, bad request) so that retrying is pointless.
+    ``attempts`` counts the HTTP requests actually sent before giving up.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.attempts = attempts
+
+
+class InvalidAnswerError(RelmergeError):
+    """An LLM answer failed parsing or validation; the message is told to the model on retry."""

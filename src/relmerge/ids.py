@@ -1,0 +1,24 @@
+"""Stable ids of merged relations, compatible with the Heta reference step.
+
+A merged relation's id depends only on its original input ids and its final name, so the
+same merge gives the same id on every run; a relation that merges with nothing keeps its id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+
+def _hex16(payload: str) -> str:
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def merged_relation_id(member_ids: Iterable[str], name: str) -> str:
+    """``relation_`` + 16 hex of sha256 over the final name and the sorted original ids."""
+    return "relation_" + _hex16("\n".join([name.strip(), *sorted(member_ids)]))
+
+
+def dedup_chunk_id(chunk_ids: Iterable[str]) -> str:
+    """``dedup_`` + 16 hex of sha256 over the aggregated chunk ids (in input order)."""
+    return "dedup_" + _hex16("\n".join(chunk_ids))

@@ -1,0 +1,99 @@
+"""Input readers: a JSONL file, a directory of relation JSON files, or an object store.
+
+Each reader yields ``RawRecord`` in input order (JSONL line order; key order for
+directories and stores); validation happens once, in :mod:`relmerge.io.records`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from relmerge.errors import InputError, RelmergeError
+from relmerge.io.records import RawRecord, unreadable
+from relmerge.stores.base import ObjectStore, validate_key
+from relmerge.stores.local import LocalStore
+
+RELATION_KEYS_FILE = "relation_keys.json"
+
+
+def _decode(origin: str, data: bytes) -> RawRecord:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return unreadable(
+            origin,
+            f"not UTF-8 text ({error.reason} at byte {error.start})",
+            data.decode("utf-8", errors="replace"),
+        )
+    try:
+        return RawRecord(origin=origin, data=orjson.loads(text))
+    except orjson.JSONDecodeError as error:
+        return unreadable(origin, f"malformed JSON: {error}", text)
+
+
+def read_jsonl(path: Path) -> Iterator[RawRecord]:
+    """One record per non-blank line; a bad line is a rejected record, not a failure."""
+    try:
+        handle = path.open("rb")
+    except OSError as error:
+        raise InputError(f"cannot read {path}: {error.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield _decode(f"{path.name}:{number}", line.strip())
+
+
+async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
+    """Read relation objects by key; an invalid or missing key is a rejected record."""
+    records = []
+    for key in keys:
+        origin = str(key)
+        try:
+            validate_key(key)
+            data = await store.get(key)
+        except RelmergeError as error:
+            records.append(unreadable(origin, str(error), None))
+            continue
+        records.append(_decode(origin, data))
+    return records
+
+
+def parse_key_list(data: bytes, what: str) -> list[Any]:
+    try:
+        keys = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        raise InputError(f"{what} is not valid JSON: {error}") from None
+    if not isinstance(keys, list):
+        raise InputError(f"{what} must be a JSON array of object keys")
+    return keys
+
+
+async def read_input(path: Path) -> list[RawRecord]:
+    """Read INPUT as the CLI accepts it: JSONL file, store directory, or JSON directory."""
+    if path.is_file():
+        return list(read_jsonl(path))
+    if not path.is_dir():
+        raise InputError(f"input not found: {path}")
+    store = LocalStore(path)
+    keys_file = path / RELATION_KEYS_FILE
+    if keys_file.is_file():
+        keys = parse_key_list(keys_file.read_bytes(), str(keys_file))
+    else:
+        keys = [key for key in await store.list() if key.endswith(".json")]
+    return await read_store_keys(store, keys)
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """A whole JSON file (entity mapping, gold…) with a one-line error when unreadable."""
+    try:
+        return orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise InputError(f"{what} not found: {path}") from None
+    except OSError as error:
+        raise InputError(f"cannot read {what} {path}: {error.strerror}") from None
+    except orjson.JSONDecodeError as error:
+        raise InputError(f"{what} {path} is not valid JSON: {error}") from None

@@ -1,0 +1,56 @@
+"""Rules for an output directory reused across runs (DESIGN §7).
+
+A run records a fingerprint of its inputs and configuration in its result. Running again
+into the same OUT with the same fingerprint is allowed (it redoes or resumes the same work);
+with another fingerprint relmerge refuses unless told to overwrite. The old result file is
+removed before anything is written, so a half-written run never looks complete, and
+relation files of an earlier run that the new run does not produce are removed at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from relmerge.errors import InputError, StoreError
+from relmerge.io.records import RawRecord
+from relmerge.io.write import RESULT_FILE
+from relmerge.stores.base import ObjectStore
+
+
+def fingerprint(raws: Iterable[RawRecord], *parts: Any) -> str:
+    """sha256 over every input record and the settings that determine the outputs."""
+    digest = hashlib.sha256()
+    for raw in raws:
+        digest.update(raw.origin.encode())
+        digest.update(orjson.dumps(raw.data if raw.error is None else raw.text, default=str))
+    for part in parts:
+        digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS, default=str))
+    return digest.hexdigest()
+
+
+async def claim_output(store: ObjectStore, run_fingerprint: str, overwrite: bool) -> None:
+    """Refuse to mix a different run into OUT; then drop the old "complete" marker."""
+    if await store.exists(RESULT_FILE):
+        try:
+            previous = orjson.loads(await store.get(RESULT_FILE)).get("fingerprint")
+        except (orjson.JSONDecodeError, AttributeError, StoreError):
+            previous = None
+        if previous != run_fingerprint and not overwrite:
+            raise InputError(
+                "the output directory holds a run with other inputs or configuration; "
+                "choose another --output or pass --overwrite"
+            )
+        await store.delete(RESULT_FILE)
+
+
+async def remove_stale_relations(store: ObjectStore, prefix: str, keys: Sequence[str]) -> int:
+    """Delete relation files under ``prefix`` that this run did not write."""
+    current = set(keys)
+    stale = [key for key in await store.list(prefix + "/") if key not in current]
+    for key in stale:
+        await store.delete(key)
+    return len(stale)

@@ -1,0 +1,59 @@
+"""Writing the run's outputs into an object store.
+
+Relation files first, then the logs; the manifest (result, keys, mapping) is written last
+by :func:`write_manifest`, so a reader that finds the result file finds a complete run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import orjson
+
+from relmerge.model import Decision, ExtractedRelation
+from relmerge.stores.base import ObjectStore
+
+RESULT_FILE = "deduplicate_relations_result.json"
+KEYS_FILE = "deduplicated_relation_keys.json"
+MAPPING_FILE = "relation_id_mapping.json"
+
+
+def relation_key(prefix: str, relation_id: str) -> str:
+    return f"{prefix}/{relation_id}.json"
+
+
+def jsonl(items: Iterable[Any]) -> bytes:
+    return b"".join(orjson.dumps(item) + b"\n" for item in items)
+
+
+async def write_relations(
+    store: ObjectStore,
+    prefix: str,
+    relations: Sequence[ExtractedRelation],
+    on_written: Callable[[int], None] = lambda n: None,
+) -> list[str]:
+    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order."""
+    keys = []
+    for relation in relations:
+        key = relation_key(prefix, relation.relation_id)
+        await store.put(key, relation.to_json())
+        keys.append(key)
+        on_written(1)
+    return keys
+
+
+async def write_decisions(store: ObjectStore, key: str, decisions: Sequence[Decision]) -> None:
+    await store.put(key, jsonl(decision.model_dump(mode="json") for decision in decisions))
+
+
+async def write_manifest(
+    store: ObjectStore,
+    result: dict[str, Any],
+    keys: Sequence[str],
+    mapping: dict[str, str],
+) -> None:
+    """Keys and mapping first, the result file last: its presence means "run complete"."""
+    await store.put(KEYS_FILE, orjson.dumps(list(keys), option=orjson.OPT_INDENT_2))
+    await store.put(MAPPING_FILE, orjson.dumps(mapping, option=orjson.OPT_INDENT_2))
+    await store.put(RESULT_FILE, orjson.dumps(result, option=orjson.OPT_INDENT_2))

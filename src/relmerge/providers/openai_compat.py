@@ -1,0 +1,158 @@
+"""Any OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama, llama.cpp server, DeepSeek…).
+
+Wire contract (DESIGN §4): ``POST {base_url}/chat/completions`` with ``model``, ``messages``,
+``temperature`` and a ``response_format`` that depends on the configured mode, because
+servers differ: ``json_schema`` (OpenAI, vLLM, Ollama), ``json_object`` with the schema
+alongside (llama.cpp's server rejects ``json_schema``), or ``none`` (prompt only).
+
+The SDK's own retries are off: this class retries 429/5xx/timeouts/dropped connections
+itself, with exponential backoff, jitter and ``Retry-After``, so that every request sent is
+counted (``LLMResult.attempts``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import openai
+
+from relmerge.config import ResponseFormat
+from relmerge.errors import ProviderError
+from relmerge.providers.base import LLMRequest, LLMResult, Usage
+from relmerge.providers.parsing import parse_json_answer
+
+_RETRYABLE = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+)
+_MAX_BACKOFF_SECONDS = 30.0
+
+
+def response_format_for(mode: ResponseFormat, task: str, schema: dict[str, Any]) -> Any:
+    """The ``response_format`` body field for a mode, or ``None`` to leave it out."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": task, "schema": schema}}
+    if mode == "json_object":
+        return {"type": "json_object", "schema": schema}
+    return None
+
+
+def _retry_after_seconds(error: Exception) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    value = headers.get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _describe(error: Exception) -> str:
+    status = getattr(error, "status_code", None)
+    kind = type(error).__name__
+    return f"{kind} (HTTP {status})" if status else kind
+
+
+class OpenAICompatibleModel:
+    """Chat model behind an OpenAI-compatible ``base_url``.
+
+    >>> model = OpenAICompatibleModel(base_url="http://127.0.0.1:8000/v1", model="qwen2.5")
+    >>> model.name
+    'qwen2.5'
+    """
+
+    available = True
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        response_format: ResponseFormat = "json_schema",
+        backoff_seconds: float = 0.5,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.name = model
+        self.base_url = base_url
+        self.response_format: ResponseFormat = response_format
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+        # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK insists on one.
+        self._client = client or openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+        )
+
+    def __repr__(self) -> str:  # never shows the API key
+        return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.name!r})"
+
+    def _body(self, request: LLMRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": [message.to_dict() for message in request.messages],
+            "temperature": request.temperature,
+        }
+        response_format = response_format_for(self.response_format, request.task, request.schema)
+        if response_format is not None:
+            body["response_format"] = response_format
+        return body
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        body = self._body(request)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                completion = await self._client.chat.completions.create(**body)
+            except _RETRYABLE as error:
+                if attempts > self.max_retries:
+                    raise ProviderError(
+                        f"{self.base_url}: {_describe(error)} after {attempts} attempts",
+                        retryable=True,
+                        attempts=attempts,
+                    ) from None
+                delay = _retry_after_seconds(error)
+                if delay is None:
+                    delay = self.backoff_seconds * 2 ** (attempts - 1)
+                    delay *= 0.5 + random.random()  # jitter spreads concurrent retries
+                await asyncio.sleep(min(delay, _MAX_BACKOFF_SECONDS))
+                continue
+            except openai.APIStatusError as error:
+                raise ProviderError(
+                    f"{self.base_url}: {_describe(error)}: {error.message}",
+                    retryable=False,
+                    attempts=attempts,
+                ) from None
+            except openai.OpenAIError as error:
+                raise ProviderError(
+                    f"{self.base_url}: {_describe(error)}", retryable=False, attempts=attempts
+                ) from None
+            return self._result(completion, attempts)
+
+    def _result(self, completion: Any, attempts: int) -> LLMResult:
+        choices = getattr(completion, "choices", None) or []
+        text = ""
+        if choices and choices[0].message is not None:
+            text = choices[0].message.content or ""
+        usage = getattr(completion, "usage", None)
+        return LLMResult(
+            text=text,
+            parsed=parse_json_answer(text),
+            model=getattr(completion, "model", None) or self.name,
+            usage=Usage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            ),
+            attempts=attempts,
+        )

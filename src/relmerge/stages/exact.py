@@ -1,0 +1,244 @@
+"""The exact-merge stage (seed 001, 精确合并).
+
+Records with the same key — mapped source id, mapped target id, normalised name, normalised
+type — form a group. Identical descriptions merge without an LLM; the rest of a group goes
+to the LLM (task ``relation_merge``) in batches of at most ``llm_batch_size`` records, each
+later batch carrying the merged result of the earlier ones ("accumulating"). A round is one
+pass over every group that still holds records not known to be distinct; at most
+``max_rounds`` rounds run, and a round that changes nothing ends the stage, so the loop
+always terminates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
+from relmerge.normalize import normalize_key_text
+from relmerge.providers.base import LanguageModel
+from relmerge.stages.identical import merge_identical
+from relmerge.stages.llm_merge import GroupFailed, ask_merge
+from relmerge.stages.units import Unit, member_ids, merge_units
+
+ExactKey = tuple[str, str, str, str]
+Pair = frozenset[tuple[int, ...]]
+
+
+def exact_key(relation: ExtractedRelation) -> ExactKey:
+    return (
+        relation.source_entity_id,
+        relation.target_entity_id,
+        normalize_key_text(relation.name),
+        normalize_key_text(relation.type),
+    )
+
+
+def group_subject_id(relation: ExtractedRelation) -> str:
+    """The seed's issue subject id: ``source name|target name|name|type`` (trimmed)."""
+    return "|".join(
+        (relation.source_entity_name, relation.target_entity_name, relation.name, relation.type)
+    )
+
+
+def _pair(left: Unit, right: Unit) -> Pair:
+    return frozenset((left.members, right.members))
+
+
+@dataclass
+class ExactOutcome:
+    units: list[Unit]
+    decisions: list[Decision] = field(default_factory=list)
+    issues: list[StepIssue] = field(default_factory=list)
+    rounds: int = 0
+    failed_group_count: int = 0
+    llm_needed_group_count: int = 0
+
+    @property
+    def merge_count(self) -> int:
+        """Input relations absorbed into another one by this stage."""
+        return sum(len(unit.members) - 1 for unit in self.units)
+
+
+@dataclass
+class _GroupResult:
+    units: list[Unit]
+    distinct: set[Pair]
+    decisions: list[Decision]
+    issue: StepIssue | None = None
+
+
+class ExactStage:
+    """Runs the exact stage over units; the LLM is optional (``available`` flag)."""
+
+    def __init__(
+        self,
+        config: DeduplicateRelationsConfig,
+        llm: LanguageModel,
+        originals: Sequence[ExtractedRelation],
+        on_group_done: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.config = config
+        self.llm = llm
+        self.originals = originals
+        self.on_group_done = on_group_done
+        self._limit = asyncio.Semaphore(config.concurrency)
+
+    async def run(self, units: Sequence[Unit]) -> ExactOutcome:
+        outcome = ExactOutcome(units=[])
+        groups = self._group(units)
+        current: list[Unit] = []
+        for group in groups.values():
+            merged_units, buckets = merge_identical(group, self.originals)
+            current.extend(merged_units)
+            for bucket in buckets:
+                outcome.decisions.append(self._identical_decision(bucket, merged_units))
+        current.sort(key=lambda unit: unit.first)
+        if not self.llm.available:
+            outcome.units = current
+            for group in self._pending(current, set()):
+                outcome.llm_needed_group_count += 1
+                outcome.decisions.append(
+                    Decision(
+                        member_ids=member_ids(group, self.originals),
+                        stage="exact",
+                        tier="policy",
+                        verdict="llm_needed",
+                        output_ids=[unit.relation.relation_id for unit in group],
+                        reason="descriptions differ and no language model is configured",
+                    )
+                )
+            return outcome
+        return await self._run_rounds(current, outcome)
+
+    async def _run_rounds(self, current: list[Unit], outcome: ExactOutcome) -> ExactOutcome:
+        distinct: set[Pair] = set()
+        failed_keys: set[ExactKey] = set()
+        while outcome.rounds < self.config.max_rounds:
+            pending = self._pending(current, distinct)
+            if not pending:
+                break
+            outcome.rounds += 1
+            results = await asyncio.gather(
+                *(self._merge_group(group, outcome.rounds) for group in pending)
+            )
+            replaced = {unit.members for group in pending for unit in group}
+            changed = False
+            current = [unit for unit in current if unit.members not in replaced]
+            for group, result in zip(pending, results, strict=True):
+                current.extend(result.units)
+                new_pairs = result.distinct - distinct
+                changed = changed or len(result.units) < len(group) or bool(new_pairs)
+                distinct |= result.distinct
+                outcome.decisions.extend(result.decisions)
+                if result.issue is not None:
+                    key = exact_key(group[0].relation)
+                    if key not in failed_keys:
+                        failed_keys.add(key)
+                        outcome.failed_group_count += 1
+                        outcome.issues.append(result.issue)
+            current.sort(key=lambda unit: unit.first)
+            if not changed:
+                break
+        outcome.units = current
+        return outcome
+
+    def _group(self, units: Sequence[Unit]) -> dict[ExactKey, list[Unit]]:
+        groups: dict[ExactKey, list[Unit]] = {}
+        for unit in units:
+            groups.setdefault(exact_key(unit.relation), []).append(unit)
+        return groups
+
+    def _pending(self, units: Sequence[Unit], distinct: set[Pair]) -> list[list[Unit]]:
+        """Groups with at least one pair of units not yet known to be distinct."""
+        return [
+            group
+            for group in self._group(units).values()
+            if any(_pair(a, b) not in distinct for a, b in combinations(group, 2))
+        ]
+
+    async def _merge_group(self, group: list[Unit], round_number: int) -> _GroupResult:
+        """One accumulating pass over a group; on failure the group keeps its units."""
+        batch_size = self.config.llm_batch_size
+        carry: list[Unit] = []
+        emitted: list[Unit] = []
+        queue = list(group)
+        distinct: set[Pair] = set()
+        decisions: list[Decision] = []
+        while queue:
+            room = batch_size - len(carry)
+            if room < 1:  # every carried part is distinct: start a fresh accumulation
+                emitted.extend(carry)
+                carry = []
+                continue
+            batch, queue = carry + queue[:room], queue[room:]
+            if len(batch) < 2 or all(_pair(a, b) in distinct for a, b in combinations(batch, 2)):
+                carry = batch
+                continue
+            try:
+                async with self._limit:
+                    parts, result = await ask_merge(self.llm, batch, self.config)
+            except GroupFailed as failure:
+                self.on_group_done(1)
+                return self._failed(group, failure, round_number)
+            carry = []
+            for part in parts:
+                members = [unit for unit in batch if unit.relation.relation_id in part.relation_ids]
+                carry.append(merge_units(members, self.originals, part.fields))
+            distinct |= {_pair(a, b) for a, b in combinations(carry, 2)}
+            decisions.append(
+                Decision(
+                    member_ids=member_ids(batch, self.originals),
+                    stage="exact",
+                    tier="llm",
+                    verdict="merge" if len(carry) == 1 else "split",
+                    output_ids=[unit.relation.relation_id for unit in carry],
+                    model=result.model,
+                    cached=result.cached,
+                    round=round_number,
+                )
+            )
+        emitted.extend(carry)
+        self.on_group_done(1)
+        return _GroupResult(sorted(emitted, key=lambda u: u.first), distinct, decisions)
+
+    def _failed(self, group: list[Unit], failure: GroupFailed, round_number: int) -> _GroupResult:
+        representative = min(group, key=lambda unit: unit.first).relation
+        issue = StepIssue(
+            subject=IssueSubject(type="dedup_group", id=group_subject_id(representative)),
+            code="deduplication_failed",
+            severity="warning",
+            message=failure.reason,
+            resolution=IssueResolution(
+                action="kept_original_records",
+                outcome="The group was not merged, and original records were kept.",
+            ),
+        )
+        decision = Decision(
+            member_ids=member_ids(group, self.originals),
+            stage="exact",
+            tier="llm",
+            verdict="failed",
+            output_ids=[unit.relation.relation_id for unit in group],
+            model=self.llm.name,
+            round=round_number,
+            reason=failure.reason,
+        )
+        # Known distinct from now on: a failed group is not retried in later rounds.
+        distinct = {_pair(a, b) for a, b in combinations(group, 2)}
+        return _GroupResult(list(group), distinct, [decision], issue)
+
+    def _identical_decision(self, bucket: list[Unit], merged: list[Unit]) -> Decision:
+        members = {index for unit in bucket for index in unit.members}
+        output = next(unit for unit in merged if set(unit.members) == members)
+        return Decision(
+            member_ids=member_ids(bucket, self.originals),
+            stage="exact",
+            tier="identical",
+            verdict="merge",
+            output_ids=[output.relation.relation_id],
+            reason="identical descriptions after normalisation",
+        )

@@ -1,0 +1,90 @@
+"""Entity remap: rewrite relation endpoints through the upstream entity-dedup mapping.
+
+Done before any grouping, so duplicates whose endpoints were aliases
+(``entity_shanghai_a`` / ``entity_shanghai_b``) meet under one canonical pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from relmerge.errors import InputError
+from relmerge.model import ExtractedRelation, IssueResolution, IssueSubject, StepIssue
+
+
+def validate_entity_mapping(raw: Any) -> dict[str, str]:
+    """Check a mapping is a string -> string object and resolve chains (a -> b -> c)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise InputError(
+            f"entity id mapping must be a JSON object of id -> canonical id, "
+            f"not {type(raw).__name__}"
+        )
+    mapping: dict[str, str] = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not isinstance(value, str) or not value.strip():
+            raise InputError(
+                f"entity id mapping must map strings to non-empty strings; "
+                f"entry {key!r} -> {value!r} does not"
+            )
+        mapping[key.strip()] = value.strip()
+    resolved: dict[str, str] = {}
+    for key in mapping:
+        seen = [key]
+        target = mapping[key]
+        while target in mapping and mapping[target] != target:
+            if target in seen:
+                raise InputError(f"entity id mapping has a cycle: {' -> '.join([*seen, target])}")
+            seen.append(target)
+            target = mapping[target]
+        resolved[key] = target
+    return resolved
+
+
+@dataclass
+class RemapOutcome:
+    """``mapped`` relations take part in dedup; ``passthrough`` ones are kept as they are."""
+
+    mapped: list[tuple[int, ExtractedRelation]] = field(default_factory=list)
+    passthrough: list[tuple[int, ExtractedRelation]] = field(default_factory=list)
+    issues: list[StepIssue] = field(default_factory=list)
+    remapped_count: int = 0
+
+
+def remap_endpoints(
+    relations: Sequence[ExtractedRelation], mapping: Mapping[str, str]
+) -> RemapOutcome:
+    """Map endpoints; a relation whose endpoints become equal is kept unmerged, with its
+    original endpoint ids, and reported (``self_loop_after_entity_mapping``)."""
+    outcome = RemapOutcome()
+    for index, relation in enumerate(relations):
+        source = mapping.get(relation.source_entity_id, relation.source_entity_id)
+        target = mapping.get(relation.target_entity_id, relation.target_entity_id)
+        if source == target:
+            outcome.passthrough.append((index, relation))
+            outcome.issues.append(
+                StepIssue(
+                    subject=IssueSubject(type="relation", id=relation.relation_id),
+                    code="self_loop_after_entity_mapping",
+                    severity="warning",
+                    message=(
+                        f"entity mapping sends both endpoints ({relation.source_entity_id}, "
+                        f"{relation.target_entity_id}) to {source}"
+                    ),
+                    resolution=IssueResolution(
+                        action="kept_original_record",
+                        outcome="The relation was not deduplicated and keeps its endpoint ids.",
+                    ),
+                )
+            )
+            continue
+        if (source, target) != (relation.source_entity_id, relation.target_entity_id):
+            outcome.remapped_count += 1
+            relation = relation.model_copy(
+                update={"source_entity_id": source, "target_entity_id": target}
+            )
+        outcome.mapped.append((index, relation))
+    return outcome

@@ -1,0 +1,96 @@
+"""``DeduplicateRelations``: the step contract of seed 001 over the pipeline.
+
+>>> import asyncio
+>>> from relmerge import DeduplicateRelations, DeduplicateRelationsConfig
+>>> from relmerge.context import DictContext
+>>> from relmerge.stores import MemoryStore
+>>> step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=False))
+>>> ctx = DictContext({"stores.objects": MemoryStore()}, {"relation_keys": []})
+>>> step.requirements.components
+('stores.objects', 'models.language')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.context import StepContext
+from relmerge.errors import InputError
+from relmerge.io.load import read_store_keys
+from relmerge.model import STEP_NAME
+from relmerge.pipeline import RunOutput, run_pipeline
+from relmerge.progress import Progress
+from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.stores.base import ObjectStore
+
+RESULT_ARTIFACT = "deduplicate_relations_result"
+KEYS_ARTIFACT = "deduplicated_relation_keys"
+MAPPING_ARTIFACT = "relation_id_mapping"
+
+
+@dataclass(frozen=True)
+class StepRequirements:
+    components: tuple[str, ...]
+    artifacts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StepCapabilities:
+    produces: tuple[str, ...]
+    writes: tuple[str, ...]
+
+
+class DeduplicateRelations:
+    """Deduplicate the relations of the current build batch (ExtractedRelation in and out)."""
+
+    name = STEP_NAME
+
+    def __init__(self, config: DeduplicateRelationsConfig | None = None) -> None:
+        self.config = config or DeduplicateRelationsConfig()
+
+    @property
+    def requirements(self) -> StepRequirements:
+        components = ["stores.objects", "models.language"]
+        if self.config.semantic_merge:
+            components.append("models.embedding")
+        artifacts = [self.config.relation_keys_artifact]
+        if self.config.entity_id_mapping_artifact is not None:
+            artifacts.append(self.config.entity_id_mapping_artifact)
+        return StepRequirements(tuple(components), tuple(artifacts))
+
+    @property
+    def capabilities(self) -> StepCapabilities:
+        writes = [f"{self.config.deduplicated_relations_prefix}/{{relation_id}}.json"]
+        writes += [key for key in (self.config.decisions_key, self.config.rejected_key) if key]
+        return StepCapabilities((RESULT_ARTIFACT, KEYS_ARTIFACT, MAPPING_ARTIFACT), tuple(writes))
+
+    async def run(self, context: StepContext, progress: Progress | None = None) -> RunOutput:
+        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts."""
+        store = context.get_component("stores.objects")
+        if not isinstance(store, ObjectStore):
+            raise InputError("component 'stores.objects' is missing or is not an object store")
+        llm = context.get_component("models.language") or NoLanguageModel()
+        if not isinstance(llm, LanguageModel):
+            raise InputError("component 'models.language' does not implement invoke(request)")
+        keys = self._artifact(context, self.config.relation_keys_artifact)
+        if not isinstance(keys, list | tuple):
+            raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
+        mapping: Any = None
+        if self.config.entity_id_mapping_artifact is not None:
+            mapping = self._artifact(context, self.config.entity_id_mapping_artifact)
+        raws = await read_store_keys(store, list(keys))
+        output = await run_pipeline(raws, mapping, self.config, llm, store, progress)
+        context.set_artifact(RESULT_ARTIFACT, output.result)
+        context.set_artifact(KEYS_ARTIFACT, output.relation_keys)
+        context.set_artifact(MAPPING_ARTIFACT, output.relation_id_mapping)
+        return output
+
+    @staticmethod
+    def _artifact(context: StepContext, key: str) -> Any:
+        try:
+            return context.get_artifact(key)
+        except KeyError:
+            hint = " (or set entity_id_mapping_artifact=None)" if "mapping" in key else ""
+            raise InputError(f"the context has no artifact {key!r}{hint}") from None

@@ -1,0 +1,73 @@
+"""A directory on the local disk as an object store, with atomic writes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from relmerge.errors import StoreError
+from relmerge.stores.base import validate_key, validate_prefix
+
+
+class LocalStore:
+    """Keys are paths below ``root``; each write goes to a temp file then ``os.replace``.
+
+    The rename makes a write atomic against crashes of the process: a reader sees the old
+    bytes or the new ones, never a prefix.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"LocalStore({str(self.root)!r})"
+
+    def path_of(self, key: str) -> Path:
+        return self.root.joinpath(*validate_key(key).split("/"))
+
+    async def get(self, key: str) -> bytes:
+        path = self.path_of(key)
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise StoreError(f"no object {key!r} in {self.root}") from None
+        except OSError as error:
+            raise StoreError(f"cannot read {key!r} in {self.root}: {error.strerror}") from None
+
+    async def put(self, key: str, data: bytes) -> None:
+        path = self.path_of(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as error:
+            raise StoreError(f"cannot write {key!r} in {self.root}: {error.strerror}") from None
+
+    async def exists(self, key: str) -> bool:
+        return self.path_of(key).is_file()
+
+    async def list(self, prefix: str = "") -> list[str]:
+        validate_prefix(prefix)
+        if not self.root.is_dir():
+            return []
+        keys = []
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            for filename in sorted(filenames):
+                if filename.startswith(".") and filename.endswith(".tmp"):
+                    continue  # an interrupted write, never a real object
+                key = filename if rel_dir == "." else f"{rel_dir}/{filename}"
+                if key.startswith(prefix):
+                    keys.append(key)
+        return sorted(keys)
+
+    async def delete(self, key: str) -> None:
+        self.path_of(key).unlink(missing_ok=True)
