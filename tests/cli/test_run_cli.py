@@ -1,0 +1,126 @@
+"""The CLI on the labelled dev set, end to end on a real disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from relmerge.cli import main
+from relmerge.model import ExtractedRelation
+
+DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
+
+needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def check_outputs(out: Path, input_path: Path) -> dict[str, object]:
+    """The invariants every run must keep: nothing lost, every file a valid relation."""
+    inputs = [orjson.loads(line) for line in input_path.read_bytes().splitlines() if line.strip()]
+    mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
+    keys = orjson.loads((out / "deduplicated_relation_keys.json").read_bytes())
+    outputs = {
+        key: ExtractedRelation.model_validate_json((out / key).read_bytes()) for key in keys
+    }
+    by_id = {relation.relation_id: relation for relation in outputs.values()}
+    assert sorted(p.relative_to(out).as_posix() for p in (out / "deduplicated_relations").iterdir()
+                  ) == sorted(keys)
+    for item in inputs:
+        output_id = mapping[item["relation_id"]]
+        chunks = by_id[output_id].source_chunk_ids
+        assert set(item["source_chunk_ids"]) <= set(chunks)
+        assert item["chunk_id"] in chunks
+    assert set(mapping.values()) == set(by_id)
+    result: dict[str, object] = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+    assert result["input_relation_count"] == len(inputs)
+    assert result["output_relation_count"] == len(keys)
+    return result
+
+
+@needs_dev
+def test_dev_set_without_llm(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, text = _run(
+        "run", str(DEV / "relations.jsonl"), "--entity-mapping",
+        str(DEV / "entity_id_mapping.json"), "--output", str(out), "--llm", "none",
+        "--no-semantic",
+    )
+    assert code == 0, text
+    result = check_outputs(out, DEV / "relations.jsonl")
+    assert result["llm_requests"] == 0
+    assert result["llm_needed_group_count"] == 14
+    assert "output relations" in text
+    assert (out / "decisions.jsonl").is_file() and (out / "rejected.jsonl").read_bytes() == b""
+
+    code, text = _run("eval", str(out), "--gold", str(DEV / "gold.jsonl"), "--json")
+    assert code == 0, text
+    report = orjson.loads(text)
+    assert report["coverage"] == 1.0
+    assert report["pair_precision"] == 1.0  # only identical records merge without an LLM
+    assert report["gold_ids"] == 506
+
+
+def test_bundled_example_runs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, text = _run(
+        "run", str(EXAMPLE / "relations.jsonl"), "--entity-mapping",
+        str(EXAMPLE / "entity_id_mapping.json"), "--output", str(out), "--no-semantic", "-q",
+    )
+    assert code == 0, text
+    check_outputs(out, EXAMPLE / "relations.jsonl")
+
+
+def test_semantic_default_fails_with_a_one_line_reason(tmp_path: Path) -> None:
+    code, text = _run("run", str(EXAMPLE / "relations.jsonl"), "--output", str(tmp_path / "o"))
+    assert code == 2
+    assert "--no-semantic" in text and "Traceback" not in text
+    assert len(text.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "missing.jsonl", "--output", "o", "--no-semantic"], "input not found"),
+        (["run", "{example}", "--output", "o", "--no-semantic", "--entity-mapping", "nope.json"],
+         "entity mapping not found"),
+        (["run", "{example}", "--output", "o", "--no-semantic", "--llm", "openai"],
+         "--llm-base-url"),
+        (["run", "{example}", "--output", "o", "--no-semantic", "--concurrency", "0"],
+         "concurrency"),
+        (["eval", "o", "--gold", "nope.jsonl"], "not found"),
+    ],
+)
+def test_bad_usage_exits_2_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    args = [arg.replace("{example}", str(EXAMPLE / "relations.jsonl")) for arg in args]
+    code, text = _run(*args)
+    assert code == 2, text
+    assert message in text and "Traceback" not in text
+
+
+def test_rerun_into_same_output_is_allowed_other_inputs_need_overwrite(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    base = ["run", str(EXAMPLE / "relations.jsonl"), "--output", str(out), "--no-semantic", "-q"]
+    assert _run(*base)[0] == 0
+    first = (out / "relation_id_mapping.json").read_bytes()
+    assert _run(*base)[0] == 0
+    assert (out / "relation_id_mapping.json").read_bytes() == first
+
+    other = tmp_path / "other.jsonl"
+    lines = (EXAMPLE / "relations.jsonl").read_bytes().splitlines()[:3]
+    other.write_bytes(b"\n".join(lines) + b"\n")
+    changed = ["run", str(other), "--output", str(out), "--no-semantic", "-q"]
+    code, text = _run(*changed)
+    assert code == 2 and "--overwrite" in text
+    assert _run(*changed, "--overwrite")[0] == 0
+    check_outputs(out, other)  # stale relation files of the first run are gone

@@ -1,0 +1,66 @@
+"""Small builders of relation records and step runs shared by the tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+from relmerge.pipeline import RunOutput
+from relmerge.providers.base import LanguageModel
+from relmerge.stores import MemoryStore
+
+
+def record(relation_id: str, **fields: Any) -> dict[str, Any]:
+    """A valid relation dict; any field can be overridden."""
+    base: dict[str, Any] = {
+        "relation_id": relation_id,
+        "chunk_id": f"chunk_{relation_id}",
+        "document_id": "doc_1",
+        "source_entity_id": "e_norrbeck",
+        "target_entity_id": "e_ada",
+        "source_entity_name": "Norrbeck Systems",
+        "target_entity_name": "Ada Lind",
+        "type": "employment",
+        "name": "CEO of",
+        "description": f"Description of {relation_id}.",
+        "attributes": {},
+    }
+    base.update(fields)
+    base.setdefault("source_chunk_ids", [base["chunk_id"]])
+    return base
+
+
+def store_with(records: list[dict[str, Any]]) -> tuple[MemoryStore, list[str]]:
+    store = MemoryStore()
+    keys = []
+    for item in records:
+        key = f"relations/{item['relation_id']}.json"
+        store.objects[key] = orjson.dumps(item)
+        keys.append(key)
+    return store, keys
+
+
+async def run_step(
+    records: list[dict[str, Any]],
+    llm: LanguageModel | None = None,
+    mapping: dict[str, str] | None = None,
+    **config: Any,
+) -> tuple[RunOutput, DictContext, MemoryStore]:
+    """Run the step through a dict-backed context over a memory store."""
+    store, keys = store_with(records)
+    config.setdefault("semantic_merge", False)
+    step = DeduplicateRelations(DeduplicateRelationsConfig(**config))
+    context = DictContext(
+        components={"stores.objects": store, "models.language": llm},
+        artifacts={"relation_keys": keys, "entity_id_mapping": mapping or {}},
+    )
+    output = await step.run(context)
+    return output, context, store
+
+
+def merge_answer(name: str = "CEO of", description: str = "Merged.", **extra: Any) -> dict[str, Any]:
+    relation = {"type": "employment", "name": name, "description": description, "attributes": {}}
+    relation.update(extra)
+    return {"relation": relation}

@@ -1,0 +1,53 @@
+"""One test body for every store backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from relmerge.errors import InvalidKeyError, StoreError
+from relmerge.stores import LocalStore, MemoryStore, ObjectStore, validate_key
+
+
+@pytest.fixture(params=["memory", "local"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    yield MemoryStore() if request.param == "memory" else LocalStore(tmp_path / "store")
+
+
+async def test_put_get_exists_list_delete(store: ObjectStore) -> None:
+    await store.put("deduplicated_relations/r1.json", "上海".encode())
+    await store.put("deduplicated_relations/r0.json", b"{}")
+    await store.put("other.json", b"x")
+    assert await store.get("deduplicated_relations/r1.json") == "上海".encode()
+    assert await store.exists("other.json")
+    assert not await store.exists("missing.json")
+    assert await store.list("deduplicated_relations/") == [
+        "deduplicated_relations/r0.json",
+        "deduplicated_relations/r1.json",
+    ]
+    await store.delete("other.json")
+    assert not await store.exists("other.json")
+    with pytest.raises(StoreError):
+        await store.get("other.json")
+
+
+@pytest.mark.parametrize("key", ["", "/etc/passwd", "../x.json", "a/../../b", "a//b", "a/./b",
+                                 "C:\\x", "a\\b"])
+async def test_unsafe_keys_are_refused(store: ObjectStore, key: str) -> None:
+    with pytest.raises(InvalidKeyError):
+        await store.put(key, b"x")
+    with pytest.raises(InvalidKeyError):
+        validate_key(key)
+
+
+async def test_local_writes_are_atomic_and_leave_no_temp_files(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    await store.put("a/b.json", b"old")
+    await store.put("a/b.json", b"new")
+    assert (tmp_path / "a" / "b.json").read_bytes() == b"new"
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b.json"]
+    # A temp file left by a killed writer is never listed as an object.
+    (tmp_path / "a" / ".b.json.123.tmp").write_bytes(b"half")
+    assert await store.list() == ["a/b.json"]
