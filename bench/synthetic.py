@@ -13,9 +13,10 @@ Every record is valid for relmerge and for the Heta reference step: non-blank st
 Structure of a batch
 --------------------
 * **Entity pool.** ``max(400, n // 4)`` entities of four kinds (person, company, city,
-  university); about 8% have Chinese names (their relations use Chinese templates and end
-  in "。"). Entity ids are ``entity_`` + 16 hex digits of a hash of (seed, index), so two
-  entities never share an id even when they share a name.
+  university); about 8% have Chinese names. About 10% of the relations are Chinese (Chinese
+  templates between Chinese-named entities, descriptions ending in "。"). Entity ids are
+  ``entity_`` + 16 hex digits of a hash of (seed, index), so two entities never share an id
+  even when they share a name.
 * **Base records (~70%).** A relation template (``works_at``/employment,
   ``founded``/creation, ``acquired``/transaction, ``invested_in``/investment,
   ``located_in``/location, ``ceo_of``/employment, ``studied_at``/education,
@@ -38,8 +39,9 @@ Structure of a batch
 
   About 20% of records omit their attributes (extractors are inconsistent); attributes of
   identical duplicates never contradict the base.
-* **Surface noise.** About 1% of records carry a full-width endpoint name ("Ａｃｍｅ Ｌａｂｓ")
-  and about 1% a space-padded one (" Acme Labs ", "Acme Labs  "); entity ids are unchanged.
+* **Surface noise.** About 1% of endpoint names are written full-width ("Ａｃｍｅ　Ｌａｂｓ")
+  and about 1% are space-padded (" Acme Labs ", "Acme Labs  "), so ~2% of records carry
+  each kind of noise; entity ids are unchanged (the upstream entity step resolved them).
 
 Output is fully deterministic for a given ``(n, seed)``: only ``random.Random(seed)`` and
 SHA-256 are used, never ``hash()`` or the clock.
@@ -67,6 +69,7 @@ NO_ATTRIBUTES_SHARE = 0.20
 FULL_WIDTH_SHARE = 0.01
 PADDED_SHARE = 0.01
 CJK_ENTITY_SHARE = 0.08
+CJK_RELATION_SHARE = 0.10
 CHUNKS_PER_DOCUMENT = 12
 
 _FIRST_NAMES = (
@@ -263,10 +266,18 @@ _TEMPLATES: tuple[Template, ...] = (
     ),
     Template(
         "毕业于", "教育", "person", "university", True,
-        ("{s}于{year}年毕业于{t}。", "{s}在{year}年从{t}毕业。", "{year}年，{s}完成了在{t}的学业。"),
+        (
+            "{s}于{year}年毕业于{t}。",
+            "{s}在{year}年从{t}毕业。",
+            "{year}年，{s}完成了在{t}的学业。",
+        ),
         ("year",), (("毕业年份", "year"),),
     ),
 )  # fmt: skip
+
+_TEMPLATES_BY_LANGUAGE: dict[bool, tuple[Template, ...]] = {
+    cjk: tuple(t for t in _TEMPLATES if t.cjk == cjk) for cjk in (False, True)
+}
 
 
 def _hex16(*parts: object) -> str:
@@ -437,7 +448,8 @@ def generate(n: int, seed: int = 0) -> list[dict[str, Any]]:
                 attributes = _attributes(template, slots)
         else:
             for _ in range(50):
-                template = rng.choice(_TEMPLATES)
+                cjk = rng.random() < CJK_RELATION_SHARE
+                template = rng.choice(_TEMPLATES_BY_LANGUAGE[cjk])
                 sources = pool[(template.source_kind, template.cjk)]
                 targets = pool[(template.target_kind, template.cjk)]
                 source, target = rng.choice(sources), rng.choice(targets)

@@ -60,7 +60,9 @@ async def run_step(
     return output, context, store
 
 
-def merge_answer(name: str = "CEO of", description: str = "Merged.", **extra: Any) -> dict[str, Any]:
+def merge_answer(
+    name: str = "CEO of", description: str = "Merged.", **extra: Any
+) -> dict[str, Any]:
     relation = {"type": "employment", "name": name, "description": description, "attributes": {}}
     relation.update(extra)
     return {"relation": relation}

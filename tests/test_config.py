@@ -13,10 +13,17 @@ def test_defaults_are_the_seeds() -> None:
     config = DeduplicateRelationsConfig()
     assert config.model_dump(
         include={
-            "deduplicated_relations_prefix", "relation_keys_artifact",
-            "entity_id_mapping_artifact", "semantic_merge", "similarity_threshold",
-            "max_rounds", "llm_batch_size", "semantic_batch_size", "semantic_batch_count",
-            "max_attempts", "temperature",
+            "deduplicated_relations_prefix",
+            "relation_keys_artifact",
+            "entity_id_mapping_artifact",
+            "semantic_merge",
+            "similarity_threshold",
+            "max_rounds",
+            "llm_batch_size",
+            "semantic_batch_size",
+            "semantic_batch_count",
+            "max_attempts",
+            "temperature",
         }
     ) == {
         "deduplicated_relations_prefix": "deduplicated_relations",

@@ -19,8 +19,7 @@ def test_public_names_are_curated() -> None:
 
 def test_step_declares_requirements_and_artifacts() -> None:
     step = relmerge.DeduplicateRelations()
-    assert step.requirements.components == ("stores.objects", "models.language",
-                                            "models.embedding")
+    assert step.requirements.components == ("stores.objects", "models.language", "models.embedding")
     assert step.requirements.artifacts == ("relation_keys", "entity_id_mapping")
     assert step.capabilities.produces == (
         "deduplicate_relations_result",

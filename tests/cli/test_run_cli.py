@@ -27,19 +27,20 @@ def check_outputs(out: Path, input_path: Path) -> dict[str, object]:
     inputs = [orjson.loads(line) for line in input_path.read_bytes().splitlines() if line.strip()]
     mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
     keys = orjson.loads((out / "deduplicated_relation_keys.json").read_bytes())
-    outputs = {
-        key: ExtractedRelation.model_validate_json((out / key).read_bytes()) for key in keys
-    }
+    outputs = {key: ExtractedRelation.model_validate_json((out / key).read_bytes()) for key in keys}
     by_id = {relation.relation_id: relation for relation in outputs.values()}
-    assert sorted(p.relative_to(out).as_posix() for p in (out / "deduplicated_relations").iterdir()
-                  ) == sorted(keys)
+    assert sorted(
+        p.relative_to(out).as_posix() for p in (out / "deduplicated_relations").iterdir()
+    ) == sorted(keys)
     for item in inputs:
         output_id = mapping[item["relation_id"]]
         chunks = by_id[output_id].source_chunk_ids
         assert set(item["source_chunk_ids"]) <= set(chunks)
         assert item["chunk_id"] in chunks
     assert set(mapping.values()) == set(by_id)
-    result: dict[str, object] = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+    result: dict[str, object] = orjson.loads(
+        (out / "deduplicate_relations_result.json").read_bytes()
+    )
     assert result["input_relation_count"] == len(inputs)
     assert result["output_relation_count"] == len(keys)
     return result
@@ -49,8 +50,14 @@ def check_outputs(out: Path, input_path: Path) -> dict[str, object]:
 def test_dev_set_without_llm(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, text = _run(
-        "run", str(DEV / "relations.jsonl"), "--entity-mapping",
-        str(DEV / "entity_id_mapping.json"), "--output", str(out), "--llm", "none",
+        "run",
+        str(DEV / "relations.jsonl"),
+        "--entity-mapping",
+        str(DEV / "entity_id_mapping.json"),
+        "--output",
+        str(out),
+        "--llm",
+        "none",
         "--no-semantic",
     )
     assert code == 0, text
@@ -71,8 +78,14 @@ def test_dev_set_without_llm(tmp_path: Path) -> None:
 def test_bundled_example_runs(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, text = _run(
-        "run", str(EXAMPLE / "relations.jsonl"), "--entity-mapping",
-        str(EXAMPLE / "entity_id_mapping.json"), "--output", str(out), "--no-semantic", "-q",
+        "run",
+        str(EXAMPLE / "relations.jsonl"),
+        "--entity-mapping",
+        str(EXAMPLE / "entity_id_mapping.json"),
+        "--output",
+        str(out),
+        "--no-semantic",
+        "-q",
     )
     assert code == 0, text
     check_outputs(out, EXAMPLE / "relations.jsonl")
@@ -89,12 +102,18 @@ def test_semantic_default_fails_with_a_one_line_reason(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["run", "missing.jsonl", "--output", "o", "--no-semantic"], "input not found"),
-        (["run", "{example}", "--output", "o", "--no-semantic", "--entity-mapping", "nope.json"],
-         "entity mapping not found"),
-        (["run", "{example}", "--output", "o", "--no-semantic", "--llm", "openai"],
-         "--llm-base-url"),
-        (["run", "{example}", "--output", "o", "--no-semantic", "--concurrency", "0"],
-         "concurrency"),
+        (
+            ["run", "{example}", "--output", "o", "--no-semantic", "--entity-mapping", "nope.json"],
+            "entity mapping not found",
+        ),
+        (
+            ["run", "{example}", "--output", "o", "--no-semantic", "--llm", "openai"],
+            "--llm-base-url",
+        ),
+        (
+            ["run", "{example}", "--output", "o", "--no-semantic", "--concurrency", "0"],
+            "concurrency",
+        ),
         (["eval", "o", "--gold", "nope.jsonl"], "not found"),
     ],
 )

@@ -90,26 +90,35 @@ async def test_missing_input_and_empty_input_are_errors(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(InputError, match="no relation records"):
         await run_pipeline(
-            await read_input(empty), None, DeduplicateRelationsConfig(semantic_merge=False),
-            NoLanguageModel(), MemoryStore(),
+            await read_input(empty),
+            None,
+            DeduplicateRelationsConfig(semantic_merge=False),
+            NoLanguageModel(),
+            MemoryStore(),
         )
 
 
 @pytest.mark.parametrize(
     ("mapping", "message"),
-    [(["a", "b"], "JSON object"), ({"a": 1}, "strings"), ({"a": "b", "b": "a2", "a2": "a"},
-                                                          "cycle")],
+    [
+        (["a", "b"], "JSON object"),
+        ({"a": 1}, "strings"),
+        ({"a": "b", "b": "a2", "a2": "a"}, "cycle"),
+    ],
 )
 async def test_bad_entity_mapping_is_a_clear_error(mapping: object, message: str) -> None:
     raws = await read_input_from([record("r1")])
     with pytest.raises(InputError, match=message):
         await run_pipeline(
-            raws, mapping, DeduplicateRelationsConfig(semantic_merge=False), NoLanguageModel(),
+            raws,
+            mapping,
+            DeduplicateRelationsConfig(semantic_merge=False),
+            NoLanguageModel(),
             MemoryStore(),
         )
 
 
-async def read_input_from(records: list[dict[str, object]]):  # type: ignore[no-untyped-def]
+async def read_input_from(records: list[dict[str, object]]):
     from relmerge.io.records import RawRecord
 
     return [RawRecord(origin=str(i), data=item) for i, item in enumerate(records)]

@@ -92,10 +92,20 @@ async def test_split_answer_keeps_periods_apart_and_maps_every_input() -> None:
     ]
     answer = {
         "relations": [
-            {"type": "employment", "name": "CEO of", "description": "CEO 1998-2009.",
-             "attributes": {"period": "1998-2009"}, "relation_ids": ["p1"]},
-            {"type": "employment", "name": "CEO of", "description": "CEO since 2017.",
-             "attributes": {"since": 2017}, "relation_ids": ["p2", "p3"]},
+            {
+                "type": "employment",
+                "name": "CEO of",
+                "description": "CEO 1998-2009.",
+                "attributes": {"period": "1998-2009"},
+                "relation_ids": ["p1"],
+            },
+            {
+                "type": "employment",
+                "name": "CEO of",
+                "description": "CEO since 2017.",
+                "attributes": {"since": 2017},
+                "relation_ids": ["p2", "p3"],
+            },
         ]
     }
     llm = ScriptedLLM([answer])
@@ -165,10 +175,24 @@ async def test_retry_tells_the_model_what_was_invalid() -> None:
     [
         {"relation": {"type": "employment", "name": "CEO of", "description": ""}},
         {"relations": [{"type": "t", "name": "n", "description": "d", "relation_ids": ["r1"]}]},
-        {"relations": [{"type": "t", "name": "n", "description": "d",
-                        "relation_ids": ["r1", "r2", "r_invented"]}]},
-        {"relation": {"type": "t", "name": "n", "description": "d",
-                      "source_entity_id": "e_someone_else"}},
+        {
+            "relations": [
+                {
+                    "type": "t",
+                    "name": "n",
+                    "description": "d",
+                    "relation_ids": ["r1", "r2", "r_invented"],
+                }
+            ]
+        },
+        {
+            "relation": {
+                "type": "t",
+                "name": "n",
+                "description": "d",
+                "source_entity_id": "e_someone_else",
+            }
+        },
         {"relation": {"type": "t", "name": "n", "description": "d"}, "relations": []},
         ["not", "an", "object"],
     ],
@@ -178,10 +202,22 @@ async def test_invalid_output_three_times_keeps_originals_and_records_issue(
     bad_answer: object,
 ) -> None:
     records = [
-        record("r1", source_entity_name=" 上海市 ", target_entity_name="徐汇区",
-               name="包含行政区", type="空间关系", description="徐汇区属于上海市。"),
-        record("r2", source_entity_name="上海市", target_entity_name="徐汇区",
-               name="包含行政区", type="空间关系", description="上海市下辖徐汇区。"),
+        record(
+            "r1",
+            source_entity_name=" 上海市 ",
+            target_entity_name="徐汇区",
+            name="包含行政区",
+            type="空间关系",
+            description="徐汇区属于上海市。",
+        ),
+        record(
+            "r2",
+            source_entity_name="上海市",
+            target_entity_name="徐汇区",
+            name="包含行政区",
+            type="空间关系",
+            description="上海市下辖徐汇区。",
+        ),
     ]
     llm = ScriptedLLM(lambda request, items: bad_answer)  # type: ignore[arg-type,return-value]
     output, _, store = await run_step(records, llm)
@@ -279,7 +315,7 @@ async def test_groups_run_concurrently_up_to_the_limit() -> None:
     peak = 0
 
     class SlowModel(ScriptedLLM):
-        async def invoke(self, request: LLMRequest):  # type: ignore[no-untyped-def]
+        async def invoke(self, request: LLMRequest):
             nonlocal in_flight, peak
             in_flight += 1
             peak = max(peak, in_flight)
@@ -313,8 +349,11 @@ async def test_transient_endpoint_failures_count_as_attempts() -> None:
 
 
 async def test_decision_log_has_the_documented_keys() -> None:
-    records = [record("r1", description="same"), record("r2", description="same."),
-               record("r3", description="other")]
+    records = [
+        record("r1", description="same"),
+        record("r2", description="same."),
+        record("r3", description="other"),
+    ]
     _, _, store = await run_step(records, ScriptedLLM(merge_all))
     lines = [orjson.loads(line) for line in store.objects["decisions.jsonl"].splitlines()]
     assert [(d["tier"], d["verdict"]) for d in lines] == [("identical", "merge"), ("llm", "merge")]

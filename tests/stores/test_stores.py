@@ -33,8 +33,9 @@ async def test_put_get_exists_list_delete(store: ObjectStore) -> None:
         await store.get("other.json")
 
 
-@pytest.mark.parametrize("key", ["", "/etc/passwd", "../x.json", "a/../../b", "a//b", "a/./b",
-                                 "C:\\x", "a\\b"])
+@pytest.mark.parametrize(
+    "key", ["", "/etc/passwd", "../x.json", "a/../../b", "a//b", "a/./b", "C:\\x", "a\\b"]
+)
 async def test_unsafe_keys_are_refused(store: ObjectStore, key: str) -> None:
     with pytest.raises(InvalidKeyError):
         await store.put(key, b"x")

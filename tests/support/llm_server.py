@@ -16,6 +16,7 @@ matching headers (lower-cased names). ``received`` records every HTTP request, a
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
@@ -201,10 +202,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self.server.owner._track(self.connection)
 
     def finish(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             super().finish()
-        except OSError:
-            pass
         self.server.owner._untrack(self.connection)
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
@@ -226,10 +225,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
         try:
+            extra = headers or {}
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if not any(name.lower() == "content-type" for name in extra):
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
-            for name, value in (headers or {}).items():
+            for name, value in extra.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(payload)
@@ -313,10 +314,8 @@ class LLMServer:
         with self._lock:
             connections = list(self._connections)
         for connection in connections:  # ends idle keep-alive connections
-            try:
+            with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if thread is not None:
             thread.join(timeout=5)
         self._httpd = self._thread = None

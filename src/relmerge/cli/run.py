@@ -41,7 +41,7 @@ def resolve_settings(
     return DeduplicateRelationsConfig(**step), settings
 
 
-@click.command("run")
+@click.command("run", short_help="Deduplicate a batch of relations into OUT.")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option(
     "--output",

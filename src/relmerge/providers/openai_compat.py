@@ -29,6 +29,8 @@ _RETRYABLE = (
     openai.APITimeoutError,
     openai.APIConnectionError,
 )
+# Statuses worth another try besides 429/5xx, as the OpenAI SDK itself does.
+_RETRYABLE_STATUS = (408, 409)
 _MAX_BACKOFF_SECONDS = 30.0
 
 
@@ -122,15 +124,14 @@ class OpenAICompatibleModel:
                         retryable=True,
                         attempts=attempts,
                     ) from None
-                delay = _retry_after_seconds(error)
-                if delay is None:
-                    delay = self.backoff_seconds * 2 ** (attempts - 1)
-                    delay *= 0.5 + random.random()  # jitter spreads concurrent retries
-                await asyncio.sleep(min(delay, _MAX_BACKOFF_SECONDS))
+                await asyncio.sleep(self._delay(error, attempts))
                 continue
             except openai.APIStatusError as error:
+                if error.status_code in _RETRYABLE_STATUS and attempts <= self.max_retries:
+                    await asyncio.sleep(self._delay(error, attempts))
+                    continue
                 raise ProviderError(
-                    f"{self.base_url}: {_describe(error)}: {error.message}",
+                    f"{self.base_url}: {_describe(error)}: {self._redact(error.message)}",
                     retryable=False,
                     attempts=attempts,
                 ) from None
@@ -138,10 +139,43 @@ class OpenAICompatibleModel:
                 raise ProviderError(
                     f"{self.base_url}: {_describe(error)}", retryable=False, attempts=attempts
                 ) from None
+            except ValueError as error:  # a 2xx body that is not JSON: not an OpenAI API
+                raise ProviderError(
+                    f"{self.base_url}: the response is not JSON ({type(error).__name__})",
+                    retryable=False,
+                    attempts=attempts,
+                ) from None
             return self._result(completion, attempts)
 
+    def _delay(self, error: Exception, attempts: int) -> float:
+        """Seconds before the next try: ``Retry-After`` if given, else backoff with jitter."""
+        delay = _retry_after_seconds(error)
+        if delay is None:
+            delay = self.backoff_seconds * 2 ** (attempts - 1)
+            delay *= 0.5 + random.random()  # jitter spreads concurrent retries
+        return min(delay, _MAX_BACKOFF_SECONDS)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the API key (some servers quote the key they rejected)."""
+        key = getattr(self._client, "api_key", None)
+        if isinstance(key, str) and len(key) >= 4:
+            text = text.replace(key, "***")
+        return text
+
     def _result(self, completion: Any, attempts: int) -> LLMResult:
-        choices = getattr(completion, "choices", None) or []
+        choices = getattr(completion, "choices", None)
+        if not isinstance(choices, list) or not choices:
+            # A 200 without choices is not a chat-completions endpoint (wrong base_url?).
+            raise ProviderError(
+                f"{self.base_url}: the response has no choices; is this an OpenAI-compatible "
+                "chat endpoint (base URL usually ends in /v1)?",
+                retryable=False,
+                attempts=attempts,
+            )
         text = ""
         if choices and choices[0].message is not None:
             text = choices[0].message.content or ""

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Install relmerge into .venv and deduplicate the bundled sample batch offline (no LLM).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e .
+.venv/bin/relmerge run examples/sample/relations.jsonl \
+  --entity-mapping examples/sample/entity_id_mapping.json \
+  --output out/sample --no-semantic "$@"
+echo "outputs in out/sample: deduplicated_relations/, relation_id_mapping.json, decisions.jsonl …"
