@@ -319,6 +319,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         ("output", "output_relations", 0),
         ("exact merges", "exact_merges", 0),
         ("LLM req", "llm_requests", 0),
+        ("llm-needed", "llm_needed_groups", 0),
         ("seconds", "seconds", 3),
         ("relations/s", "relations_per_s", 0),
         ("py peak MiB", "tracemalloc_peak_mib", 1),
@@ -328,7 +329,23 @@ def print_table(rows: list[dict[str, Any]]) -> None:
     cells = [[title for title, _, _ in columns]]
     for row in rows:
         cells.append([_fmt(row.get(key), digits) for _, key, digits in columns])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    _print_cells(cells)
+
+
+def print_stage_table(rows: list[dict[str, Any]]) -> None:
+    """Where ``run_pipeline``'s own clock puts the time (its ``result["seconds"]``)."""
+    stages = ("load", "remap", "exact", "write", "total")
+    cells = [["size", "llm", "store", *(f"{stage} s" for stage in stages)]]
+    for row in rows:
+        split = row.get("stage_seconds") or {}
+        cells.append(
+            [_fmt(row["size"]), row["llm"], row["store"], *(_fmt(split.get(s)) for s in stages)]
+        )
+    _print_cells(cells)
+
+
+def _print_cells(cells: list[list[str]]) -> None:
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
     for number, line in enumerate(cells):
         print("  ".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)))
         if number == 0:
@@ -389,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"relmerge exact stage (run_pipeline, semantic_merge=False), seed {args.seed}")
     print("store 'step' = DeduplicateRelations.run incl. reading+parsing from a MemoryStore")
     print_table(rows)
+    print()
+    print("stage split of the same runs (run_pipeline's own clock; 'load' = validation)")
+    print_stage_table(rows)
     summary: dict[str, Any] = {"seed": args.seed, "relmerge": rows, "heta": heta_rows}
     if heta_rows:
         print()

@@ -120,8 +120,8 @@ class ExtractedRelation(BaseModel):
         return {name: getattr(self, name) for name in RELATION_FIELDS}
 
     def to_json(self) -> bytes:
-        """UTF-8 JSON with the contract's field order; non-ASCII text is kept as is."""
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2)
+        """Compact UTF-8 JSON in the contract's field order; non-ASCII text is kept as is."""
+        return orjson.dumps(self.to_dict())
 
     def chunk_ids(self) -> list[str]:
         """Every chunk id this record carries: ``source_chunk_ids`` then ``chunk_id``.

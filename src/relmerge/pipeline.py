@@ -30,7 +30,7 @@ SEMANTIC_UNAVAILABLE = (
 )
 
 
-@dataclass
+@dataclass(repr=False)
 class RunOutput:
     """Everything a run produced; the step turns it into artifacts, the CLI into files."""
 
@@ -41,6 +41,9 @@ class RunOutput:
     decisions: list[Decision] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
+
+    def __repr__(self) -> str:  # the full repr of a large run costs seconds
+        return f"RunOutput({len(self.relations)} relations, {len(self.rejected)} rejected)"
 
 
 class _Clock:

@@ -143,3 +143,40 @@ def test_rerun_into_same_output_is_allowed_other_inputs_need_overwrite(tmp_path:
     assert code == 2 and "--overwrite" in text
     assert _run(*changed, "--overwrite")[0] == 0
     check_outputs(out, other)  # stale relation files of the first run are gone
+
+
+@needs_dev
+def test_dev_set_with_loopback_llm_that_answers_from_gold(tmp_path: Path) -> None:
+    from relmerge.eval.gold import load_gold
+    from tests.support.gold_judge import gold_merge_handler
+    from tests.support.llm_server import LLMServer
+
+    gold = load_gold(DEV / "gold.jsonl")
+    out = tmp_path / "out"
+    with LLMServer(handler=gold_merge_handler(gold)) as server:
+        code, text = _run(
+            "run",
+            str(DEV / "relations.jsonl"),
+            "--entity-mapping",
+            str(DEV / "entity_id_mapping.json"),
+            "--output",
+            str(out),
+            "--no-semantic",
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "gold-judge",
+            "--response-format",
+            "json_object",
+        )
+        sent = len(server.requests)
+    assert code == 0, text
+    result = check_outputs(out, DEV / "relations.jsonl")
+    assert result["llm_requests"] == sent == 14  # one request per exact-key group to decide
+    assert result["failed_group_count"] == 0
+    mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
+    from relmerge.eval.metrics import evaluate
+
+    report = evaluate(mapping, gold)
+    assert report.pair_precision == 1.0  # mixed-fact groups were split, not fused
+    assert report.true_pairs > 1  # and the same-fact ones merged

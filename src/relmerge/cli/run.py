@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,8 @@ def run_command(
         )
     llm = get_llm(settings)
     raws = asyncio.run(read_input(input_path))
+    # The batch lives until the process ends: keep the collector from rescanning it.
+    gc.freeze()
     mapping = read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
     console = Console(stderr=True, quiet=quiet)
     run_fingerprint = fingerprint(

@@ -86,6 +86,7 @@ class ExactStage:
         self.originals = originals
         self.on_group_done = on_group_done
         self._limit = asyncio.Semaphore(config.concurrency)
+        self._keys: dict[tuple[int, ...], ExactKey] = {}
 
     async def run(self, units: Sequence[Unit]) -> ExactOutcome:
         outcome = ExactOutcome(units=[])
@@ -149,7 +150,10 @@ class ExactStage:
     def _group(self, units: Sequence[Unit]) -> dict[ExactKey, list[Unit]]:
         groups: dict[ExactKey, list[Unit]] = {}
         for unit in units:
-            groups.setdefault(exact_key(unit.relation), []).append(unit)
+            key = self._keys.get(unit.members)
+            if key is None:
+                key = self._keys[unit.members] = exact_key(unit.relation)
+            groups.setdefault(key, []).append(unit)
         return groups
 
     def _pending(self, units: Sequence[Unit], distinct: set[Pair]) -> list[list[Unit]]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
 from pathlib import Path
 
 from relmerge.errors import StoreError
 from relmerge.stores.base import validate_key, validate_prefix
+
+_counter = itertools.count()
 
 
 class LocalStore:
@@ -19,6 +21,7 @@ class LocalStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        self._made_dirs: set[Path] = set()
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -37,15 +40,19 @@ class LocalStore:
 
     async def put(self, key: str, data: bytes) -> None:
         path = self.path_of(key)
+        # One writer per key at a time within a process: pid + a counter make the temp
+        # name unique without mkstemp's extra system calls.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_counter)}.tmp")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            if path.parent not in self._made_dirs:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._made_dirs.add(path.parent)
             try:
-                with os.fdopen(fd, "wb") as handle:
+                with open(tmp, "wb") as handle:
                     handle.write(data)
                 os.replace(tmp, path)
             except BaseException:
-                Path(tmp).unlink(missing_ok=True)
+                tmp.unlink(missing_ok=True)
                 raise
         except OSError as error:
             raise StoreError(f"cannot write {key!r} in {self.root}: {error.strerror}") from None

@@ -21,7 +21,8 @@ class MemoryStore:
             raise StoreError(f"no object {key!r} in memory store") from None
 
     async def put(self, key: str, data: bytes) -> None:
-        self.objects[validate_key(key)] = bytes(data)
+        # Copy to exact size: orjson's buffers are over-allocated, and a store keeps many.
+        self.objects[validate_key(key)] = bytes(memoryview(data))
 
     async def exists(self, key: str) -> bool:
         return validate_key(key) in self.objects

@@ -1,0 +1,38 @@
+"""A handler for :class:`LLMServer` that answers ``relation_merge`` from gold clusters.
+
+Records of one gold cluster are fused; a batch that spans clusters is split along them.
+Ids the gold file does not know (intermediate merges) form their own part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.support.llm_server import Reply, json_reply, request_records
+
+
+def gold_merge_handler(gold: dict[str, str]) -> Callable[[dict[str, Any]], Reply]:
+    def handle(body: dict[str, Any]) -> Reply:
+        records = request_records(body) or []
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for item in records:
+            cluster = gold.get(item["relation_id"], "unknown:" + item["relation_id"])
+            parts.setdefault(cluster, []).append(item)
+
+        def fields(item: dict[str, Any]) -> dict[str, Any]:
+            keys = ("type", "name", "description", "attributes")
+            return {key: item[key] for key in keys}
+
+        if len(parts) == 1:
+            return json_reply({"relation": fields(records[0])})
+        return json_reply(
+            {
+                "relations": [
+                    {**fields(members[0]), "relation_ids": [m["relation_id"] for m in members]}
+                    for members in parts.values()
+                ]
+            }
+        )
+
+    return handle
