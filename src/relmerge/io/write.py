@@ -17,6 +17,7 @@ from relmerge.stores.base import ObjectStore
 RESULT_FILE = "deduplicate_relations_result.json"
 KEYS_FILE = "deduplicated_relation_keys.json"
 MAPPING_FILE = "relation_id_mapping.json"
+_CHUNK = 512
 
 
 def relation_key(prefix: str, relation_id: str) -> str:
@@ -33,13 +34,22 @@ async def write_relations(
     relations: Sequence[ExtractedRelation],
     on_written: Callable[[int], None] = lambda n: None,
 ) -> list[str]:
-    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order."""
-    keys = []
-    for relation in relations:
-        key = relation_key(prefix, relation.relation_id)
-        await store.put(key, relation.to_json())
-        keys.append(key)
-        on_written(1)
+    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order.
+
+    Stores with a ``put_many`` (the local disk) get the files in chunks, written in parallel.
+    """
+    keys = [relation_key(prefix, relation.relation_id) for relation in relations]
+    put_many = getattr(store, "put_many", None)
+    for start in range(0, len(relations), _CHUNK):
+        chunk = [
+            (keys[i], relations[i].to_json()) for i in range(start, min(start + _CHUNK, len(keys)))
+        ]
+        if put_many is not None:
+            await put_many(chunk)
+        else:
+            for key, data in chunk:
+                await store.put(key, data)
+        on_written(len(chunk))
     return keys
 
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from relmerge.errors import StoreError
 from relmerge.stores.base import validate_key, validate_prefix
 
 _counter = itertools.count()
+_WRITE_THREADS = 8
 
 
 class LocalStore:
@@ -39,6 +42,17 @@ class LocalStore:
             raise StoreError(f"cannot read {key!r} in {self.root}: {error.strerror}") from None
 
     async def put(self, key: str, data: bytes) -> None:
+        self._write(key, data)
+
+    async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Write many objects; a few threads overlap the file-system round trips."""
+        for key, _ in items:
+            validate_key(key)
+        with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
+            for future in [pool.submit(self._write, key, data) for key, data in items]:
+                future.result()
+
+    def _write(self, key: str, data: bytes) -> None:
         path = self.path_of(key)
         # One writer per key at a time within a process: pid + a counter make the temp
         # name unique without mkstemp's extra system calls.
