@@ -1,0 +1,54 @@
+"""Per-relation features computed once and compared pairwise by the guards and tiers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relmerge.model import ExtractedRelation
+from relmerge.normalize import normalize_key_text
+from relmerge.stages.semantic.lexicon import Lexicon, TermSet
+from relmerge.stages.semantic.numbers import extract_numbers
+
+
+@dataclass(frozen=True)
+class RelationFeatures:
+    name: str
+    text: str  # normalised "name description attribute values": the fuzzy-score text
+    numbers: frozenset[float]
+    roles: frozenset[str]
+    negated: bool
+    passive: bool
+    opposite_sides: frozenset[tuple[int, int]]  # (pair index, side) found in the text
+    inverse_sides: frozenset[tuple[int, int]]  # (pair index, side) found in the name
+    symmetric: bool
+
+
+def _sides(pairs: list[tuple[TermSet, TermSet]], text: str) -> frozenset[tuple[int, int]]:
+    """Which side of each word pair ``text`` holds (pairs found on both sides are skipped)."""
+    found = set()
+    for index, (left, right) in enumerate(pairs):
+        has_left, has_right = left.any_in(text), right.any_in(text)
+        if has_left != has_right:
+            found.add((index, 0 if has_left else 1))
+    return frozenset(found)
+
+
+def relation_features(relation: ExtractedRelation, lexicon: Lexicon) -> RelationFeatures:
+    name = normalize_key_text(relation.name)
+    description = normalize_key_text(relation.description)
+    attributes = " ".join(normalize_key_text(v) for v in relation.attributes.values())
+    text = f"{name} {description} {attributes}".strip()
+    roles = {role for role, terms in lexicon.roles.items() if terms.any_in(name)}
+    if not roles:
+        roles = {role for role, terms in lexicon.roles.items() if terms.any_in(description)}
+    return RelationFeatures(
+        name=name,
+        text=text,
+        numbers=extract_numbers(text, lexicon),
+        roles=frozenset(roles),
+        negated=lexicon.negation.any_in(f"{name} {description}"),
+        passive=any(pattern.search(name) for pattern in lexicon.passive),
+        opposite_sides=_sides(lexicon.opposites, f"{name} {description}"),
+        inverse_sides=_sides(lexicon.inverse, name),
+        symmetric=lexicon.symmetric.any_in(name),
+    )
