@@ -10,7 +10,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from relmerge.errors import ConfigError
 
@@ -55,11 +62,57 @@ class DeduplicateRelationsConfig(BaseModel):
     prompt_description_chars: int = Field(
         2000, ge=100, description="Descriptions longer than this are cut inside prompts only."
     )
+    auto_merge_fuzzy: float = Field(
+        90.0, ge=0, le=100, description="Fuzzy ratio at or above which a pair merges, no LLM."
+    )
+    auto_keep_fuzzy: float = Field(
+        30.0,
+        ge=0,
+        le=100,
+        description="Fuzzy ratio below which (with a low cosine) a pair stays apart.",
+    )
+    auto_keep_cosine: float = Field(
+        0.3,
+        ge=-1,
+        le=1,
+        description="Cosine below which (with a low fuzzy ratio) a pair stays apart.",
+    )
+    auto_merge_cosine: float | None = Field(
+        0.85,
+        ge=-1,
+        le=1,
+        description="Cosine at or above which a pair merges with no LLM; None: off.",
+    )
+    auto_merge_name_cosine: float | None = Field(
+        0.6,
+        ge=-1,
+        le=1,
+        description="Relation-name cosine at or above which a pair merges with no LLM when "
+        "its text cosine also reaches auto_merge_min_cosine; None: off.",
+    )
+    auto_merge_min_cosine: float = Field(
+        0.45, ge=-1, le=1, description="Text cosine needed with auto_merge_name_cosine."
+    )
+    symmetric_relations: tuple[str, ...] = Field(
+        (), description="Extra relation names whose direction carries no meaning."
+    )
+    unsure_policy: Literal["keep_both", "merge"] = Field(
+        "keep_both", description="What an unanswered clarification becomes."
+    )
+    embedding_description_chars: int = Field(
+        300, ge=20, description="Descriptions are cut to this before embedding."
+    )
+    entity_report_limit: int = Field(
+        200, ge=0, description="Relations per entity compared for possible entity duplicates."
+    )
     decisions_key: str | None = Field(
         "decisions.jsonl", description="Store key of the decision log; None to skip it."
     )
     rejected_key: str | None = Field(
         "rejected.jsonl", description="Store key of rejected input records; None to skip it."
+    )
+    clarifications_key: str | None = Field(
+        "clarifications.jsonl", description="Store key of pending unsure cases; None to skip."
     )
 
     def __init__(self, **data: Any) -> None:
@@ -78,12 +131,36 @@ class DeduplicateRelationsConfig(BaseModel):
             raise ValueError("must be a non-empty name")
         return value
 
-    @field_validator("entity_id_mapping_artifact", "decisions_key", "rejected_key")
+    @model_validator(mode="after")
+    def _check_bands(self) -> DeduplicateRelationsConfig:
+        if self.auto_keep_fuzzy > self.auto_merge_fuzzy:
+            raise ValueError("auto_keep_fuzzy must not exceed auto_merge_fuzzy")
+        if self.auto_keep_cosine > self.similarity_threshold:
+            raise ValueError(
+                "auto_keep_cosine must not exceed similarity_threshold (pairs at or above the "
+                "threshold are semantic candidates)"
+            )
+        return self
+
+    @field_validator(
+        "entity_id_mapping_artifact", "decisions_key", "rejected_key", "clarifications_key"
+    )
     @classmethod
     def _optional_name(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
             raise ValueError("must be a non-empty name or None")
         return value.strip() if value is not None else None
+
+
+class EmbeddingSettings(BaseModel):
+    """Which embedder the semantic stage uses (the CLI's ``--embedding*`` options)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: Literal["use", "hash", "openai"] = "use"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
 
 
 class LLMSettings(BaseModel):
@@ -107,6 +184,7 @@ class FileConfig(BaseModel):
 
     step: dict[str, Any] = Field(default_factory=dict)
     llm: dict[str, Any] = Field(default_factory=dict)
+    embedding: dict[str, Any] = Field(default_factory=dict)
 
 
 def load_toml_config(path: Path) -> FileConfig:
@@ -117,7 +195,9 @@ def load_toml_config(path: Path) -> FileConfig:
         raise ConfigError(f"config file not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    llm = data.pop("llm", {})
-    if not isinstance(llm, dict):
-        raise ConfigError(f"config file {path}: [llm] must be a table")
-    return FileConfig(step=data, llm=llm)
+    sections = {}
+    for name in ("llm", "embedding"):
+        sections[name] = data.pop(name, {})
+        if not isinstance(sections[name], dict):
+            raise ConfigError(f"config file {path}: [{name}] must be a table")
+    return FileConfig(step=data, **sections)

@@ -1,7 +1,7 @@
 """The only module that knows the stage order.
 
-load + validate ─► remap endpoints ─► exact stage ─► (semantic stage: next release)
-─► id mapping ─► write relations, decision log, rejected records
+load + validate ─► remap endpoints ─► exact stage ─► semantic stage
+─► id mapping ─► write relations, decision log, clarifications, rejected records
 """
 
 from __future__ import annotations
@@ -17,16 +17,19 @@ from relmerge.io.records import RawRecord, Rejected, validate_records
 from relmerge.io.write import jsonl, write_decisions, write_relations
 from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress
+from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import ExactStage
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
+from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
 from relmerge.stages.units import Unit
 from relmerge.stores.base import ObjectStore
 
-SEMANTIC_UNAVAILABLE = (
-    "semantic merge is not available in this version of relmerge; "
-    "turn it off with semantic_merge=False (CLI: --no-semantic)"
+NO_EMBEDDER = (
+    "semantic merge needs an embedding model (component 'models.embedding'; CLI: --embedding); "
+    "or turn it off with semantic_merge=False (CLI: --no-semantic)"
 )
 
 
@@ -61,6 +64,18 @@ class _Clock:
         return {**self.seconds, "total": round(time.perf_counter() - self._start, 4)}
 
 
+def canonical_entities(
+    entities: Sequence[EntityContext], mapping: dict[str, str]
+) -> dict[str, EntityContext]:
+    """Entity contexts by canonical id (an entities file may still use alias ids)."""
+    contexts: dict[str, EntityContext] = {}
+    for entity in entities:
+        canonical = mapping.get(entity.entity_id, entity.entity_id)
+        if canonical not in contexts or entity.entity_id == canonical:
+            contexts[canonical] = EntityContext(canonical, entity.name, entity.profile, entity.type)
+    return contexts
+
+
 def _id_mapping(units: Sequence[Unit], originals: Sequence[ExtractedRelation]) -> dict[str, str]:
     mapping = {}
     for unit in units:
@@ -76,10 +91,16 @@ async def run_pipeline(
     llm: LanguageModel,
     store: ObjectStore,
     progress: Progress | None = None,
+    embedder: EmbeddingModel | None = None,
+    entities: Sequence[EntityContext] = (),
 ) -> RunOutput:
-    """Deduplicate ``raws`` and write the relation files and logs into ``store``."""
-    if config.semantic_merge:
-        raise ConfigError(SEMANTIC_UNAVAILABLE)
+    """Deduplicate ``raws`` and write the relation files and logs into ``store``.
+
+    ``embedder`` is required when ``config.semantic_merge``; ``entities`` (ids, names,
+    profiles) are the judge's context.
+    """
+    if config.semantic_merge and embedder is None:
+        raise ConfigError(NO_EMBEDDER)
     progress = progress or NoProgress()
     clock = _Clock()
     if not raws:
@@ -94,13 +115,36 @@ async def run_pipeline(
 
     model = AccountingModel(llm)
     progress.start("exact", None)
-    stage = ExactStage(config, model, originals, lambda n: progress.advance("exact", n))
+    stage = ExactStage(
+        config,
+        model,
+        originals,
+        lambda n: progress.advance("exact", n),
+        defer_llm=config.semantic_merge,
+    )
     exact = await stage.run(units)
     progress.finish("exact")
     clock.lap("exact")
 
+    deduplicated = exact.units
+    semantic = SemanticOutcome(units=exact.units)
+    if config.semantic_merge and embedder is not None:
+        contexts = canonical_entities(entities, mapping)
+        progress.start("semantic", None)
+        semantic = await SemanticStage(
+            config,
+            model,
+            embedder,
+            originals,
+            contexts,
+            on_block_done=lambda n: progress.advance("semantic", n),
+        ).run(exact.units)
+        progress.finish("semantic")
+        deduplicated = semantic.units
+        clock.lap("semantic")
+
     final = sorted(
-        [*exact.units, *(Unit(relation, (index,)) for index, relation in remapped.passthrough)],
+        [*deduplicated, *(Unit(relation, (index,)) for index, relation in remapped.passthrough)],
         key=lambda unit: unit.first,
     )
     outputs = [unit.relation for unit in final]
@@ -112,14 +156,17 @@ async def run_pipeline(
     keys = await write_relations(
         store, config.deduplicated_relations_prefix, outputs, lambda n: progress.advance("write", n)
     )
+    decisions = [*exact.decisions, *semantic.decisions]
     if config.decisions_key:
-        await write_decisions(store, config.decisions_key, exact.decisions)
+        await write_decisions(store, config.decisions_key, decisions)
+    if config.clarifications_key:
+        await store.put(config.clarifications_key, jsonl(semantic.clarifications))
     if config.rejected_key:
         await store.put(config.rejected_key, jsonl(item.to_dict() for item in rejected))
     progress.finish("write")
     clock.lap("write")
 
-    issues = [*remapped.issues, *exact.issues]
+    issues = [*remapped.issues, *exact.issues, *semantic.issues]
     result: dict[str, Any] = {
         "step": STEP_NAME,
         "input_record_count": len(raws),
@@ -128,11 +175,18 @@ async def run_pipeline(
         "output_relation_count": len(outputs),
         "remapped_relation_count": remapped.remapped_count,
         "exact_merge_count": exact.merge_count,
-        "semantic_merge_count": 0,
-        "failed_group_count": exact.failed_group_count,
+        "semantic_merge_count": semantic.merge_count,
+        "failed_group_count": exact.failed_group_count + semantic.failed_block_count,
         "llm_needed_group_count": exact.llm_needed_group_count,
+        "llm_needed_pair_count": semantic.llm_needed_pair_count,
+        "clarification_count": len(semantic.clarifications),
         "exact_round_count": exact.rounds,
-        "semantic_round_count": 0,
+        "semantic_round_count": semantic.rounds,
+        "blocking": semantic.pair_counts,
+        "decisions_by_tier": dict(sorted(semantic.tier_counts.items())),
+        "embedding_model": embedder.name
+        if embedder is not None and config.semantic_merge
+        else None,
         "llm_model": llm.name,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
@@ -147,7 +201,7 @@ async def run_pipeline(
         relation_keys=keys,
         relation_id_mapping=mapping_out,
         result=result,
-        decisions=exact.decisions,
+        decisions=decisions,
         rejected=rejected,
         issues=issues,
     )

@@ -18,16 +18,19 @@ from typing import Any
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import StepContext
 from relmerge.errors import InputError
-from relmerge.io.load import read_store_keys
+from relmerge.io.load import entity_from_dict, read_store_keys
 from relmerge.model import STEP_NAME
 from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.progress import Progress
+from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
 KEYS_ARTIFACT = "deduplicated_relation_keys"
 MAPPING_ARTIFACT = "relation_id_mapping"
+ENTITIES_ARTIFACT = "entities"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,14 @@ class DeduplicateRelations:
         if not isinstance(store, ObjectStore):
             raise InputError("component 'stores.objects' is missing or is not an object store")
         llm = context.get_component("models.language") or NoLanguageModel()
+        embedder = None
+        if self.config.semantic_merge:
+            embedder = context.get_component("models.embedding")
+            if not isinstance(embedder, EmbeddingModel):
+                raise InputError(
+                    "component 'models.embedding' is missing or has no embed(texts); "
+                    "semantic_merge=True needs it (or set semantic_merge=False)"
+                )
         if not isinstance(llm, LanguageModel):
             raise InputError("component 'models.language' does not implement invoke(request)")
         keys = self._artifact(context, self.config.relation_keys_artifact)
@@ -80,12 +91,28 @@ class DeduplicateRelations:
         mapping: Any = None
         if self.config.entity_id_mapping_artifact is not None:
             mapping = self._artifact(context, self.config.entity_id_mapping_artifact)
+        entities = self._entities(context)
         raws = await read_store_keys(store, list(keys))
-        output = await run_pipeline(raws, mapping, self.config, llm, store, progress)
+        output = await run_pipeline(
+            raws, mapping, self.config, llm, store, progress, embedder, entities
+        )
         context.set_artifact(RESULT_ARTIFACT, output.result)
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)
         context.set_artifact(MAPPING_ARTIFACT, output.relation_id_mapping)
         return output
+
+    @staticmethod
+    def _entities(context: StepContext) -> list[EntityContext]:
+        """Optional ``entities`` artifact: a list of {entity_id, name, type, profile}."""
+        try:
+            raw = context.get_artifact(ENTITIES_ARTIFACT)
+        except KeyError:
+            return []
+        if raw is None:
+            return []
+        if not isinstance(raw, list | tuple):
+            raise InputError(f"artifact {ENTITIES_ARTIFACT!r} must be a list of entities")
+        return [entity_from_dict(item, f"entities[{i}]") for i, item in enumerate(raw)]
 
     @staticmethod
     def _artifact(context: StepContext, key: str) -> Any:

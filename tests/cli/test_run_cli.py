@@ -91,11 +91,21 @@ def test_bundled_example_runs(tmp_path: Path) -> None:
     check_outputs(out, EXAMPLE / "relations.jsonl")
 
 
-def test_semantic_default_fails_with_a_one_line_reason(tmp_path: Path) -> None:
-    code, text = _run("run", str(EXAMPLE / "relations.jsonl"), "--output", str(tmp_path / "o"))
-    assert code == 2
-    assert "--no-semantic" in text and "Traceback" not in text
-    assert len(text.strip().splitlines()) == 1
+def test_default_run_is_semantic_and_offline(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    code, text = _run(
+        "run", str(EXAMPLE / "relations.jsonl"), "--entity-mapping",
+        str(EXAMPLE / "entity_id_mapping.json"), "--entities", str(EXAMPLE / "entities.jsonl"),
+        "--output", str(out),
+    )
+    assert code == 0, text
+    result = check_outputs(out, EXAMPLE / "relations.jsonl")
+    assert result["embedding_model"] == "use-multilingual-v3"
+    assert result["llm_requests"] == 0
+    mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
+    assert mapping["rel_stake_1"] != mapping["rel_stake_2"]  # 20% vs 35%: numbers guard
+    assert mapping["rel_ceo_1"] != mapping["rel_ceo_2"]  # two periods
+    assert mapping["rel_sh_xh_1"] == mapping["rel_sh_xh_2"]
 
 
 @pytest.mark.parametrize(

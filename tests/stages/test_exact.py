@@ -7,7 +7,7 @@ import asyncio
 import orjson
 import pytest
 
-from relmerge.errors import ConfigError, InputError, ProviderError
+from relmerge.errors import InputError, ProviderError
 from relmerge.ids import dedup_chunk_id, merged_relation_id
 from relmerge.model import ExtractedRelation
 from relmerge.providers.base import LLMRequest
@@ -290,8 +290,8 @@ async def test_missing_mapping_artifact_is_a_clear_error() -> None:
         await step.run(context)
 
 
-async def test_semantic_merge_fails_clearly_until_it_exists() -> None:
-    with pytest.raises(ConfigError, match="--no-semantic"):
+async def test_semantic_merge_without_embedder_is_a_clear_error() -> None:
+    with pytest.raises(InputError, match="models.embedding"):
         await run_step([record("r1")], None, semantic_merge=True)
 
 

@@ -16,7 +16,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-_LABELS = {"exact": "exact stage: groups", "write": "writing relations"}
+_LABELS = {
+    "exact": "exact stage: groups",
+    "semantic": "semantic stage: blocks",
+    "write": "writing relations",
+}
 
 
 class RichProgress:
@@ -63,8 +67,14 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         ("valid input relations", result["input_relation_count"]),
         ("output relations", result["output_relation_count"]),
         ("merged by exact stage", result["exact_merge_count"]),
-        ("exact rounds", result["exact_round_count"]),
-        ("groups needing an LLM (none configured)", result["llm_needed_group_count"]),
+        ("merged by semantic stage", result["semantic_merge_count"]),
+        (
+            "rounds (exact / semantic)",
+            f"{result['exact_round_count']} / {result['semantic_round_count']}",
+        ),
+        ("exact groups needing an LLM (none configured)", result["llm_needed_group_count"]),
+        ("pairs needing an LLM (none configured)", result["llm_needed_pair_count"]),
+        ("unsure → clarifications.jsonl", result["clarification_count"]),
         ("failed groups (originals kept)", result["failed_group_count"]),
         ("LLM requests sent", result["llm_requests"]),
         ("tokens", result["tokens"]["total"]),

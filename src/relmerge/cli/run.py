@@ -14,23 +14,27 @@ from rich.console import Console
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.config import (
     DeduplicateRelationsConfig,
+    EmbeddingSettings,
     FileConfig,
     LLMSettings,
     format_validation_error,
     load_toml_config,
 )
 from relmerge.errors import ConfigError
-from relmerge.io.load import read_input, read_json_file
+from relmerge.io.load import read_entities, read_input, read_json_file
 from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import run_pipeline
-from relmerge.providers import get_llm
+from relmerge.providers import get_embedder, get_llm
 from relmerge.stores.local import LocalStore
 
 
 def resolve_settings(
-    file_config: FileConfig, step_overrides: dict[str, Any], llm_overrides: dict[str, Any]
-) -> tuple[DeduplicateRelationsConfig, LLMSettings]:
+    file_config: FileConfig,
+    step_overrides: dict[str, Any],
+    llm_overrides: dict[str, Any],
+    embedding_overrides: dict[str, Any] | None = None,
+) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
     """Config file first, command-line flags over it; one typed config comes out."""
     step = {**file_config.step, **{k: v for k, v in step_overrides.items() if v is not None}}
     llm = {**file_config.llm, **{k: v for k, v in llm_overrides.items() if v is not None}}
@@ -39,7 +43,15 @@ def resolve_settings(
         settings = LLMSettings(**llm)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, "LLM settings")) from None
-    return DeduplicateRelationsConfig(**step), settings
+    embedding = {
+        **file_config.embedding,
+        **{k: v for k, v in (embedding_overrides or {}).items() if v is not None},
+    }
+    try:
+        embedding_settings = EmbeddingSettings(**embedding)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, "embedding settings")) from None
+    return DeduplicateRelationsConfig(**step), settings, embedding_settings
 
 
 @click.command("run", short_help="Deduplicate a batch of relations into OUT.")
@@ -76,9 +88,21 @@ def resolve_settings(
 )
 @click.option("--llm-timeout", type=float, help="Seconds before a request times out [60].")
 @click.option(
-    "--semantic/--no-semantic",
-    default=None,
-    help="Semantic merge stage (default on; this release needs --no-semantic).",
+    "--entities",
+    "entities_path",
+    type=click.Path(path_type=Path),
+    help="JSONL of entities {entity_id, name, type, profile}: context for the judge.",
+)
+@click.option(
+    "--embedding",
+    "embedding_provider",
+    type=click.Choice(["use", "hash", "openai"]),
+    help="Embedder of the semantic stage [default: use, the offline multilingual USE].",
+)
+@click.option("--embedding-base-url", help="Base URL of an OpenAI-compatible embeddings API.")
+@click.option("--embedding-model", help="Embedding model name for --embedding openai.")
+@click.option(
+    "--semantic/--no-semantic", default=None, help="Run the semantic merge stage [default: on]."
 )
 @click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
 @click.option(
@@ -101,6 +125,10 @@ def run_command(
     llm_api_key_env: str | None,
     response_format: str | None,
     llm_timeout: float | None,
+    entities_path: Path | None,
+    embedding_provider: str | None,
+    embedding_base_url: str | None,
+    embedding_model: str | None,
     semantic: bool | None,
     concurrency: int | None,
     config_path: Path | None,
@@ -110,7 +138,7 @@ def run_command(
     """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
     an object-store directory with relation_keys.json) and write the results to OUT."""
     file_config = load_toml_config(config_path) if config_path else FileConfig()
-    config, settings = resolve_settings(
+    config, settings, embedding_settings = resolve_settings(
         file_config,
         {"semantic_merge": semantic, "concurrency": concurrency},
         {
@@ -121,13 +149,15 @@ def run_command(
             "response_format": response_format,
             "timeout": llm_timeout,
         },
+        {
+            "provider": embedding_provider,
+            "base_url": embedding_base_url,
+            "model": embedding_model,
+        },
     )
-    if config.semantic_merge:
-        raise ConfigError(
-            "the semantic stage is not available in this release; pass --no-semantic "
-            "(or semantic_merge = false in the config file)"
-        )
     llm = get_llm(settings)
+    embedder = get_embedder(embedding_settings) if config.semantic_merge else None
+    entities = read_entities(entities_path) if entities_path else []
     raws = asyncio.run(read_input(input_path))
     # The batch lives until the process ends: keep the collector from rescanning it.
     gc.freeze()
@@ -138,13 +168,17 @@ def run_command(
         mapping,
         config.model_dump(mode="json"),
         settings.model_dump(mode="json", exclude={"api_key_env", "timeout", "max_retries"}),
+        embedding_settings.model_dump(mode="json", exclude={"api_key_env"}),
+        [entity.__dict__ for entity in entities],
     )
 
     async def go() -> dict[str, Any]:
         store = LocalStore(out)
         await claim_output(store, run_fingerprint, overwrite)
         with RichProgress(console) as progress:
-            output = await run_pipeline(raws, mapping, config, llm, store, progress)
+            output = await run_pipeline(
+                raws, mapping, config, llm, store, progress, embedder, entities
+            )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(
             store, config.deduplicated_relations_prefix, output.relation_keys

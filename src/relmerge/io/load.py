@@ -14,6 +14,7 @@ import orjson
 
 from relmerge.errors import InputError, RelmergeError
 from relmerge.io.records import RawRecord, unreadable
+from relmerge.prompts.context import EntityContext
 from relmerge.stores.base import ObjectStore, validate_key
 from relmerge.stores.local import LocalStore
 
@@ -97,3 +98,37 @@ def read_json_file(path: Path, what: str) -> Any:
         raise InputError(f"cannot read {what} {path}: {error.strerror}") from None
     except orjson.JSONDecodeError as error:
         raise InputError(f"{what} {path} is not valid JSON: {error}") from None
+
+
+def read_entities(path: Path) -> list[EntityContext]:
+    """An entities JSONL file (``entity_id, name, type, profile``): the judge's context."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise InputError(f"entities file not found: {path}") from None
+    except OSError as error:
+        raise InputError(f"cannot read entities file {path}: {error.strerror}") from None
+    entities = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise InputError(f"{path}:{number}: not valid JSON") from None
+        entities.append(entity_from_dict(item, f"{path}:{number}"))
+    return entities
+
+
+def entity_from_dict(item: Any, where: str) -> EntityContext:
+    if not isinstance(item, dict) or not all(
+        isinstance(item.get(key), str) and item[key].strip() for key in ("entity_id", "name")
+    ):
+        raise InputError(f"{where}: an entity needs non-empty string entity_id and name")
+    profile, kind = item.get("profile"), item.get("type")
+    return EntityContext(
+        item["entity_id"].strip(),
+        item["name"].strip(),
+        profile if isinstance(profile, str) and profile.strip() else None,
+        kind if isinstance(kind, str) and kind.strip() else None,
+    )

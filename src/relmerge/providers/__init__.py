@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-from relmerge.config import LLMSettings
+from relmerge.config import EmbeddingSettings, LLMSettings
 from relmerge.errors import ConfigError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
+from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
 
 
 def get_llm(settings: LLMSettings) -> LanguageModel:
@@ -27,4 +28,38 @@ def get_llm(settings: LLMSettings) -> LanguageModel:
     )
 
 
-__all__ = ["LLMRequest", "LLMResult", "LanguageModel", "NoLanguageModel", "get_llm"]
+def get_embedder(settings: EmbeddingSettings) -> EmbeddingModel:
+    """Build the embedder named by ``settings`` (``use``, ``hash`` or ``openai``), cached."""
+    inner: EmbeddingModel
+    if settings.provider == "hash":
+        inner = HashEmbedder()
+    elif settings.provider == "use":
+        from relmerge.providers.use_embed import UseEmbedder
+
+        inner = UseEmbedder()
+    else:
+        from relmerge.providers.openai_embed import OpenAIEmbedder
+
+        if not settings.base_url or not settings.model:
+            raise ConfigError(
+                "an OpenAI-compatible embedder needs --embedding-base-url and --embedding-model"
+            )
+        inner = OpenAIEmbedder(
+            base_url=settings.base_url,
+            model=settings.model,
+            api_key=os.environ.get(settings.api_key_env),
+        )
+    return CachedEmbedder(inner)
+
+
+__all__ = [
+    "CachedEmbedder",
+    "EmbeddingModel",
+    "HashEmbedder",
+    "LLMRequest",
+    "LLMResult",
+    "LanguageModel",
+    "NoLanguageModel",
+    "get_embedder",
+    "get_llm",
+]

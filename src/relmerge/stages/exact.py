@@ -80,11 +80,15 @@ class ExactStage:
         llm: LanguageModel,
         originals: Sequence[ExtractedRelation],
         on_group_done: Callable[[int], None] = lambda n: None,
+        defer_llm: bool = False,
     ) -> None:
         self.config = config
         self.llm = llm
         self.originals = originals
         self.on_group_done = on_group_done
+        # With the semantic stage on, groups that need an LLM are decided inside their
+        # block's request instead: fewer requests, same outcome.
+        self.defer_llm = defer_llm
         self._limit = asyncio.Semaphore(config.concurrency)
         self._keys: dict[tuple[int, ...], ExactKey] = {}
 
@@ -98,6 +102,9 @@ class ExactStage:
             for bucket in buckets:
                 outcome.decisions.append(self._identical_decision(bucket, merged_units))
         current.sort(key=lambda unit: unit.first)
+        if self.defer_llm:
+            outcome.units = current
+            return outcome
         if not self.llm.available:
             outcome.units = current
             for group in self._pending(current, set()):

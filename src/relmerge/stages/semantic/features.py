@@ -23,6 +23,9 @@ class RelationFeatures:
     symmetric: bool
 
 
+_LEAD_CHARS = 200
+
+
 def _sides(pairs: list[tuple[TermSet, TermSet]], text: str) -> frozenset[tuple[int, int]]:
     """Which side of each word pair ``text`` holds (pairs found on both sides are skipped)."""
     found = set()
@@ -46,7 +49,9 @@ def relation_features(relation: ExtractedRelation, lexicon: Lexicon) -> Relation
         text=text,
         numbers=extract_numbers(text, lexicon),
         roles=frozenset(roles),
-        negated=lexicon.negation.any_in(f"{name} {description}"),
+        # Only the opening of a description states the relation; later sentences of long
+        # ones add background whose negations say nothing about it.
+        negated=lexicon.negation.any_in(f"{name} {description[:_LEAD_CHARS]}"),
         passive=any(pattern.search(name) for pattern in lexicon.passive),
         opposite_sides=_sides(lexicon.opposites, f"{name} {description}"),
         inverse_sides=_sides(lexicon.inverse, name),

@@ -90,9 +90,17 @@ def numbers_conflict(left: frozenset[float], right: frozenset[float]) -> bool:
     """Two mentions name other quantities when each has a number the other lacks.
 
     One side without numbers, or one side's numbers all in the other's, is compatible: a
-    timed and an untimed mention of one fact, or a detail added ("since 2017" / "2017 to
-    present, presented the 2021 roadmap").
+    timed and an untimed mention of one fact, or a detail added ("20% stake" / "a 20%
+    stake bought in 2011") — unless both name years and the years differ.
     """
     if not left or not right:
         return False
-    return not (left <= right or right <= left)
+    if not (left <= right or right <= left):
+        return True
+    # Periods: both dated, with other years ("since 2001" / "1988-2001") are two periods.
+    years_left, years_right = _years(left), _years(right)
+    return bool(years_left and years_right and years_left != years_right)
+
+
+def _years(numbers: frozenset[float]) -> frozenset[float]:
+    return frozenset(n for n in numbers if n.is_integer() and 1000 <= n <= 2100)

@@ -1,0 +1,195 @@
+"""Task ``relation_cluster``: which records of one block state the same fact (HetaDB style).
+
+Answer: ``{"relation_list": [...], "mapping_table": {canonical: [members]}, "unsure": [[…]]}``.
+Keys and members are relation ids or ``"Node1||Node2"`` pairs; only groups that merge need
+be listed. Anything that names an id or an endpoint not in the request is invalid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from relmerge.errors import InvalidAnswerError
+from relmerge.model import coerce_attributes
+from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, fenced_json
+from relmerge.prompts.context import RULES, EntityContext
+from relmerge.providers.base import LLMRequest, Message
+
+TASK = "relation_cluster"
+VERSION = 1
+
+
+class ClusterEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    relation_id: str | None = Field(None, description="Canonical relation id of the group.")
+    Node1: str = Field(description="Source entity name.")
+    Node2: str = Field(description="Target entity name.")
+    Relation: str = Field(description="Relation name of the merged relation.")
+    Type: str = Field(description="Relation type label.")
+    Description: str = Field(description="Merged description keeping every distinct detail.")
+    Attr: dict[str, Any] = Field(default_factory=dict, description="Merged attributes.")
+    merge_tag: bool | None = None
+
+
+class ClusterAnswer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    relation_list: list[ClusterEntry] = Field(default_factory=list)
+    mapping_table: dict[str, list[str]] = Field(
+        description="Canonical relation id -> relation ids that state the same fact."
+    )
+    unsure: list[list[str]] = Field(
+        default_factory=list, description="Groups the context cannot decide."
+    )
+
+
+SCHEMA: dict[str, Any] = ClusterAnswer.model_json_schema()
+
+SYSTEM_PROMPT = f"""Task: {TASK}
+You deduplicate the relations of a knowledge graph. Every record below connects the same
+two entities (A and B, described with their profiles). Group the records that state the
+SAME FACT.
+{RULES}
+
+Answer with one JSON object:
+{{"relation_list": [{{"relation_id": "<canonical id>", "Node1": "<source name>",
+"Node2": "<target name>", "Relation": "<name>", "Type": "<type>",
+"Description": "<one description with every distinct detail>", "Attr": {{}},
+"merge_tag": true}}],
+"mapping_table": {{"<canonical id>": ["<relation_id>", "<relation_id>", ...]}},
+"unsure": [["<relation_id>", "<relation_id>"]]}}
+List in mapping_table only groups of two or more records that state one fact; each
+relation_id at most once; use only relation_ids of the records. Records you do not list
+stay separate. Put a group in "unsure" only when the records and profiles truly cannot
+decide; do not use it for clear cases.
+{DATA_NOT_INSTRUCTIONS}"""
+
+
+@dataclass(frozen=True)
+class ClusterOutcome:
+    """Groups of record indices: to merge (with the fields the model wrote) and unsure."""
+
+    groups: list[list[int]] = field(default_factory=list)
+    fields: dict[int, dict[str, Any]] = field(default_factory=dict)  # group index -> fields
+    unsure: list[list[int]] = field(default_factory=list)
+
+
+def build_request(
+    records: Sequence[dict[str, Any]],
+    entities: tuple[EntityContext, EntityContext],
+    *,
+    temperature: float,
+    feedback: Sequence[tuple[str, str]] = (),
+) -> LLMRequest:
+    user = (
+        entities[0].describe("A")
+        + "\n"
+        + entities[1].describe("B")
+        + f"\nRecords ({len(records)}):\n"
+        + fenced_json(list(records))
+    )
+    messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
+    for previous, problem in feedback:
+        messages += [
+            Message("assistant", previous),
+            Message("user", f"That answer is invalid: {problem} Answer again with valid JSON."),
+        ]
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+
+
+class _Resolver:
+    def __init__(self, records: Sequence[dict[str, Any]]) -> None:
+        self.by_id = {str(r["relation_id"]): i for i, r in enumerate(records)}
+        self.by_pair: dict[str, list[int]] = {}
+        for i, r in enumerate(records):
+            self.by_pair.setdefault(
+                f"{r['source_entity_name']}||{r['target_entity_name']}", []
+            ).append(i)
+        self.names = {r["source_entity_name"] for r in records} | {
+            r["target_entity_name"] for r in records
+        }
+
+    def resolve(self, ref: Any, where: str) -> list[int]:
+        if not isinstance(ref, str):
+            raise InvalidAnswerError(f"{where}: {ref!r} is not a relation id")
+        ref = ref.strip()
+        if ref in self.by_id:
+            return [self.by_id[ref]]
+        if ref in self.by_pair:
+            return self.by_pair[ref]
+        raise InvalidAnswerError(f"{where} names {ref!r}, which is not an input relation")
+
+
+def _entry_fields(entry: Any, resolver: _Resolver, where: str) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise InvalidAnswerError(f"{where} must be an object")
+    for node in ("Node1", "Node2"):
+        if node in entry and entry[node] not in resolver.names:
+            raise InvalidAnswerError(f"{where}.{node} {entry[node]!r} is not an input entity")
+    fields: dict[str, Any] = {}
+    for source, target in (("Relation", "name"), ("Type", "type"), ("Description", "description")):
+        value = entry.get(source, entry.get(target))
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidAnswerError(f"LLM output is missing a non-empty {source} field ({where}).")
+        fields[target] = value.strip()
+    try:
+        fields["attributes"] = coerce_attributes(entry.get("Attr", entry.get("attributes")) or {})
+    except ValueError as error:
+        raise InvalidAnswerError(f"{where}.Attr {error}") from None
+    return fields
+
+
+def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOutcome:
+    if not isinstance(parsed, dict):
+        raise InvalidAnswerError("the answer is not a JSON object")
+    table = parsed.get("mapping_table")
+    if not isinstance(table, dict):
+        raise InvalidAnswerError('the answer needs a "mapping_table" object')
+    resolver = _Resolver(records)
+    seen: dict[int, str] = {}
+    outcome = ClusterOutcome()
+    key_to_group: dict[str, int] = {}
+    for key, members in table.items():
+        where = f"mapping_table[{key!r}]"
+        if not isinstance(members, list):
+            raise InvalidAnswerError(f"{where} must be a list")
+        group = list(dict.fromkeys(resolver.resolve(key, where)))
+        for member in members:
+            for index in resolver.resolve(member, where):
+                if index not in group:
+                    group.append(index)
+        for index in group:
+            if index in seen and seen[index] != key:
+                raise InvalidAnswerError(
+                    f"{records[index]['relation_id']!r} is in two groups ({seen[index]!r}, {key!r})"
+                )
+            seen[index] = key
+        if len(group) > 1:  # a record mapped only to itself is a no-op
+            key_to_group[key] = len(outcome.groups)
+            outcome.groups.append(sorted(group))
+    entries = parsed.get("relation_list") or []
+    if not isinstance(entries, list):
+        raise InvalidAnswerError('"relation_list" must be a list')
+    for position, entry in enumerate(entries):
+        where = f"relation_list[{position}]"
+        fields = _entry_fields(entry, resolver, where)
+        ref = entry.get("relation_id") or f"{entry.get('Node1')}||{entry.get('Node2')}"
+        referenced = set(resolver.resolve(ref, where)) if isinstance(ref, str) else set()
+        for key, group_index in key_to_group.items():
+            if key == ref or referenced & set(outcome.groups[group_index]):
+                outcome.fields.setdefault(group_index, fields)
+    unsure = parsed.get("unsure") or []
+    if not isinstance(unsure, list):
+        raise InvalidAnswerError('"unsure" must be a list of lists of relation ids')
+    for position, group in enumerate(unsure):
+        if not isinstance(group, list):
+            raise InvalidAnswerError(f"unsure[{position}] must be a list")
+        members = sorted({i for ref in group for i in resolver.resolve(ref, f"unsure[{position}]")})
+        if len(members) > 1:
+            outcome.unsure.append(members)
+    return outcome

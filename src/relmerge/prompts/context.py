@@ -1,0 +1,43 @@
+"""Context shared by the semantic prompts: the two entities and their profiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EntityContext:
+    entity_id: str
+    name: str
+    profile: str | None = None
+    type: str | None = None
+
+    def describe(self, label: str, profile_chars: int = 800) -> str:
+        line = f"Entity {label}: {self.name}"
+        if self.type:
+            line += f" ({self.type})"
+        if self.profile:
+            line += f"\n  profile: {self.profile[:profile_chars]}"
+        return line
+
+
+RULES = """Rules for "same fact":
+1. Same fact = the same relationship between the same two entities, whatever the wording,
+   language, relation name, type label or description length.
+2. Direction matters unless the relation is symmetric (married to, sibling of, friend of,
+   ally of, rival of, enemy of, borders, partner of...). Records with swapped entities of a
+   non-symmetric relation are different facts, even when one is the inverse of the other
+   ("B part of A" / "A contains B"; "A acquired B" / "B acquired A").
+3. Time: the same relation in different, non-overlapping periods is different facts. When
+   the pair has a single period, a dated and an undated mention are the same fact.
+4. Roles: different roles (CEO / CTO, member / commander) are different facts. A generic
+   relation (works for, serves) is the same as a specific role only when the profiles show
+   exactly one role for this pair.
+5. An event (acquired in 2006, betrayed, appointed, captured, founded) and a lasting state
+   (parent company of, friend of, CEO of) are different facts; a title that only names the
+   participant of one event is that event (founded = co-founder of).
+6. Numbers: different quantities are different facts; the same quantity written
+   differently (20% / one-fifth / 百分之二十 / 5,000 / 5 000) is the same fact.
+7. Opposite meanings (ally / enemy, supports / opposes) are different facts.
+8. Near-synonyms (ally / companion) are one relationship for some pairs and two aspects
+   for others: the profiles and descriptions decide."""

@@ -1,0 +1,103 @@
+"""Task ``relation_judge``: is a candidate relation the same fact as existing ones?
+
+Answer: ``{"verdict": "merge"|"keep_both"|"unsure", "reason": str, "duplicate_of": id|null}``.
+Seed 000's prompt: both entities with their profiles, the existing relations and the new
+candidate; with context the model judges meaning, not words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from relmerge.errors import InvalidAnswerError
+from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, fenced_json
+from relmerge.prompts.context import RULES, EntityContext
+from relmerge.providers.base import LLMRequest, Message
+
+TASK = "relation_judge"
+VERSION = 1
+
+JudgeVerdict = Literal["merge", "keep_both", "unsure"]
+
+
+class JudgeAnswer(BaseModel):
+    verdict: JudgeVerdict = Field(description="merge, keep_both or unsure.")
+    reason: str = Field(description="One sentence: why.")
+    duplicate_of: str | None = Field(
+        None, description="relation_id of the existing relation the candidate duplicates."
+    )
+
+
+SCHEMA: dict[str, Any] = JudgeAnswer.model_json_schema()
+
+SYSTEM_PROMPT = f"""Task: {TASK}
+You check a knowledge graph for duplicate relations. You get two entities with their
+profiles, the relations already stored between them ("existing") and a new "candidate".
+Decide whether the candidate describes the same relationship as one existing relation
+(merge) or a distinct fact or aspect worth keeping (keep_both).
+{RULES}
+
+Answer with one JSON object:
+{{"verdict": "merge" | "keep_both" | "unsure", "reason": "<one sentence>",
+"duplicate_of": "<relation_id of the existing relation>" or null}}
+Use "unsure" only when the records and profiles truly cannot decide.
+{DATA_NOT_INSTRUCTIONS}"""
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    verdict: JudgeVerdict
+    reason: str
+    duplicate_of: str | None
+
+
+def build_request(
+    existing: Sequence[dict[str, Any]],
+    candidate: dict[str, Any],
+    entities: tuple[EntityContext, EntityContext],
+    *,
+    temperature: float,
+    feedback: Sequence[tuple[str, str]] = (),
+) -> LLMRequest:
+    records = [{**r, "role": "existing"} for r in existing] + [{**candidate, "role": "candidate"}]
+    user = (
+        entities[0].describe("A")
+        + "\n"
+        + entities[1].describe("B")
+        + f"\nRecords ({len(records)}):\n"
+        + fenced_json(records)
+    )
+    messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
+    for previous, problem in feedback:
+        messages += [
+            Message("assistant", previous),
+            Message("user", f"That answer is invalid: {problem} Answer again with valid JSON."),
+        ]
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+
+
+def validate_answer(parsed: Any, existing_ids: Sequence[str]) -> JudgeOutcome:
+    if not isinstance(parsed, dict):
+        raise InvalidAnswerError("the answer is not a JSON object")
+    verdict = parsed.get("verdict")
+    if isinstance(verdict, str):
+        verdict = verdict.strip().lower().replace(" ", "_").replace("-", "_")
+    if verdict not in ("merge", "keep_both", "unsure"):
+        raise InvalidAnswerError('"verdict" must be "merge", "keep_both" or "unsure"')
+    reason = parsed.get("reason")
+    reason = reason.strip() if isinstance(reason, str) else ""
+    duplicate_of = parsed.get("duplicate_of")
+    if duplicate_of is not None and duplicate_of not in existing_ids:
+        raise InvalidAnswerError(f"duplicate_of {duplicate_of!r} is not an existing relation id")
+    if verdict == "merge" and duplicate_of is None:
+        if len(existing_ids) != 1:
+            raise InvalidAnswerError('a "merge" verdict must name "duplicate_of"')
+        duplicate_of = existing_ids[0]
+    checked: JudgeVerdict = (
+        "merge" if verdict == "merge" else ("keep_both" if verdict == "keep_both" else "unsure")
+    )
+    return JudgeOutcome(checked, reason, duplicate_of if checked == "merge" else None)

