@@ -94,9 +94,14 @@ def test_bundled_example_runs(tmp_path: Path) -> None:
 def test_default_run_is_semantic_and_offline(tmp_path: Path) -> None:
     out = tmp_path / "o"
     code, text = _run(
-        "run", str(EXAMPLE / "relations.jsonl"), "--entity-mapping",
-        str(EXAMPLE / "entity_id_mapping.json"), "--entities", str(EXAMPLE / "entities.jsonl"),
-        "--output", str(out),
+        "run",
+        str(EXAMPLE / "relations.jsonl"),
+        "--entity-mapping",
+        str(EXAMPLE / "entity_id_mapping.json"),
+        "--entities",
+        str(EXAMPLE / "entities.jsonl"),
+        "--output",
+        str(out),
     )
     assert code == 0, text
     result = check_outputs(out, EXAMPLE / "relations.jsonl")

@@ -291,7 +291,7 @@ async def test_missing_mapping_artifact_is_a_clear_error() -> None:
 
 
 async def test_semantic_merge_without_embedder_is_a_clear_error() -> None:
-    with pytest.raises(InputError, match="models.embedding"):
+    with pytest.raises(InputError, match=r"models\.embedding"):
         await run_step([record("r1")], None, semantic_merge=True)
 
 

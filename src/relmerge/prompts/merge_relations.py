@@ -48,7 +48,8 @@ class MergeAnswer(BaseModel):
 
 SCHEMA: dict[str, Any] = MergeAnswer.model_json_schema()
 
-SYSTEM_PROMPT = f"""You deduplicate relations of a knowledge graph.
+SYSTEM_PROMPT = f"""Task: {TASK}
+You deduplicate relations of a knowledge graph.
 All records below connect the same two entities with the same relation name and type.
 Decide whether they state ONE fact or SEVERAL distinct facts.
 Records state distinct facts when they differ in period or dates, in numbers or amounts,
