@@ -1,0 +1,135 @@
+"""A gold-answering OpenAI-compatible judge server on 127.0.0.1, for benchmarks.
+
+It answers the three relmerge tasks (relation_merge, relation_cluster, relation_judge)
+from a gold file through :class:`relmerge.providers.gold.GoldJudge`, optionally with
+latency and an error rate p: so routing, LLM cost and clustering quality can be measured
+over real HTTP without a paid model.
+
+    python bench/judge_server.py --gold ../shared/data/dev/gold.jsonl --port 8765 --error-rate 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from relmerge.eval.gold import load_gold
+from relmerge.providers.gold import GoldJudge, task_of
+
+_BLOCK = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+
+
+def _records(body: dict[str, Any]) -> list[dict[str, Any]]:
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            match = _BLOCK.search(message.get("content", ""))
+            if match:
+                records = orjson.loads(match.group(1))
+                return records if isinstance(records, list) else []
+    return []
+
+
+def _task(body: dict[str, Any]) -> str:
+    schema = (body.get("response_format") or {}).get("json_schema") or {}
+    if isinstance(schema.get("name"), str):
+        return str(schema["name"])
+    for message in body.get("messages", []):
+        if message.get("role") == "system":
+            task = task_of(message.get("content", ""))
+            if task:
+                return task
+    return "relation_cluster"
+
+
+class JudgeServer:
+    """Serve a :class:`GoldJudge` over HTTP; ``requests`` counts chat requests served."""
+
+    def __init__(self, judge: GoldJudge, latency: float = 0.0, port: int = 0) -> None:
+        self.judge = judge
+        self.latency = latency
+        self.requests = 0
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = orjson.loads(self.rfile.read(length) or b"{}")
+                with owner._lock:
+                    owner.requests += 1
+                if owner.latency:
+                    time.sleep(owner.latency)
+                answer = owner.judge.answer(_task(body), _records(body))
+                text = orjson.dumps(answer).decode()
+                payload = orjson.dumps(
+                    {
+                        "id": f"chatcmpl-{owner.requests}",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
+                        "model": body.get("model", "gold-judge"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": length // 4,
+                            "completion_tokens": len(text) // 4,
+                            "total_tokens": length // 4 + len(text) // 4,
+                        },
+                    }
+                )
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> JudgeServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gold", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    judge = GoldJudge(load_gold(args.gold), args.error_rate, args.seed)
+    with JudgeServer(judge, args.latency, args.port) as server:
+        print(f"serving gold judge at {server.base_url} (error rate {args.error_rate})")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""``python -m relmerge``: the command line."""
+
+from relmerge.cli import main
+
+main()
