@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install relmerge into .venv and deduplicate the bundled sample batch offline (no LLM).
+# Install relmerge into .venv and deduplicate the bundled sample batch offline
+# (default embedder shipped in the package, no LLM, no API key).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -7,5 +8,6 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet -e .
 .venv/bin/relmerge run examples/sample/relations.jsonl \
   --entity-mapping examples/sample/entity_id_mapping.json \
-  --output out/sample --no-semantic "$@"
+  --entities examples/sample/entities.jsonl \
+  --output out/sample --overwrite "$@"
 echo "outputs in out/sample: deduplicated_relations/, relation_id_mapping.json, decisions.jsonl …"

@@ -9,6 +9,7 @@ import orjson
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.pipeline import RunOutput
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stores import MemoryStore
 
 
@@ -46,15 +47,27 @@ async def run_step(
     records: list[dict[str, Any]],
     llm: LanguageModel | None = None,
     mapping: dict[str, str] | None = None,
+    embedder: EmbeddingModel | None = None,
+    entities: list[dict[str, str]] | None = None,
     **config: Any,
 ) -> tuple[RunOutput, DictContext, MemoryStore]:
-    """Run the step through a dict-backed context over a memory store."""
+    """Run the step through a dict-backed context over a memory store.
+
+    Without an ``embedder`` the semantic stage is off unless ``semantic_merge`` is given.
+    """
     store, keys = store_with(records)
-    config.setdefault("semantic_merge", False)
+    config.setdefault("semantic_merge", embedder is not None)
     step = DeduplicateRelations(DeduplicateRelationsConfig(**config))
+    artifacts: dict[str, Any] = {"relation_keys": keys, "entity_id_mapping": mapping or {}}
+    if entities is not None:
+        artifacts["entities"] = entities
     context = DictContext(
-        components={"stores.objects": store, "models.language": llm},
-        artifacts={"relation_keys": keys, "entity_id_mapping": mapping or {}},
+        components={
+            "stores.objects": store,
+            "models.language": llm,
+            "models.embedding": embedder,
+        },
+        artifacts=artifacts,
     )
     output = await step.run(context)
     return output, context, store

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from relmerge.providers.gold import GoldJudge, task_of
 from tests.support.llm_server import Reply, json_reply, request_records
 
 
@@ -34,5 +35,26 @@ def gold_merge_handler(gold: dict[str, str]) -> Callable[[dict[str, Any]], Reply
                 ]
             }
         )
+
+    return handle
+
+
+def gold_task_handler(judge: GoldJudge) -> Callable[[dict[str, Any]], Reply]:
+    """Serve a :class:`GoldJudge` over the loopback server: all three tasks."""
+
+    def handle(body: dict[str, Any]) -> Reply:
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        task = schema.get("name")
+        if not isinstance(task, str):
+            system = next(
+                (
+                    m.get("content", "")
+                    for m in body.get("messages", [])
+                    if m.get("role") == "system"
+                ),
+                "",
+            )
+            task = task_of(system) or "relation_cluster"
+        return json_reply(judge.answer(task, request_records(body) or []))
 
     return handle

@@ -22,7 +22,11 @@ def _term_pattern(term: str) -> str:
     escaped = re.escape(term)
     if _CJK.search(term):
         return escaped
-    return rf"(?<![\w]){escaped}(?![\w])"
+    # Word boundaries only where the term itself starts or ends with a letter: "n'" and
+    # "n't" must match inside "n'est" and "isn't".
+    before = r"(?<!\w)" if term[0].isalnum() else ""
+    after = r"(?!\w)" if term[-1].isalnum() else ""
+    return before + escaped + after
 
 
 class TermSet:

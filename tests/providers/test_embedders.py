@@ -1,0 +1,48 @@
+"""Embedders: the default model runs offline; the hash fallback; the per-run cache."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
+from relmerge.providers.use_embed import UseEmbedder
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the embedder tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+@pytest.mark.usefixtures("no_network")
+async def test_default_model_runs_offline_and_matches_across_languages() -> None:
+    texts = [
+        "capital of: Hangzhou is the capital of Zhejiang Province.",
+        "省会: 杭州市是浙江省的省会。",
+        "sued: Halvorsen filed a patent lawsuit against Norrbeck.",
+    ]
+    vectors = await UseEmbedder().embed(texts)
+    assert vectors.shape == (3, 512) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    same, other = float(vectors[0] @ vectors[1]), float(vectors[0] @ vectors[2])
+    assert same > other + 0.2
+
+
+async def test_hash_embedder_is_lexical_and_normalised() -> None:
+    vectors = await HashEmbedder().embed(["ally of Corvin", "ally of Corvin!", "盟友"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert float(vectors[0] @ vectors[1]) > 0.8 > float(vectors[0] @ vectors[2])
+
+
+async def test_cache_embeds_each_text_once() -> None:
+    cached = CachedEmbedder(HashEmbedder())
+    first = await cached.embed(["a b", "c d", "a b"])
+    second = await cached.embed(["c d", "e f"])
+    assert cached.embedded_texts == 3
+    assert np.array_equal(first[1], second[0])

@@ -1,0 +1,185 @@
+"""Guards per language, numbers written in several ways, and symmetry by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from relmerge.model import ExtractedRelation
+from relmerge.stages.semantic.features import relation_features
+from relmerge.stages.semantic.guards import fired_guards
+from relmerge.stages.semantic.lexicon import load_lexicon
+from relmerge.stages.semantic.numbers import extract_numbers, numbers_conflict
+from tests.factories import record
+
+LEX = load_lexicon()
+
+
+def guards(a: dict[str, str], b: dict[str, str]) -> list[str]:
+    fa = relation_features(ExtractedRelation.model_validate(record("a", **a)), LEX)
+    fb = relation_features(ExtractedRelation.model_validate(record("b", **b)), LEX)
+    return fired_guards(fa, fb)
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("a ２０％ stake", {20.0}),
+        ("持股比例为百分之二十", {20.0}),
+        ("悬赏五百克朗", {500.0}),
+        ("5 000 crowns or 5,000 crowns", {5000.0}),
+        ("第十四章", {14.0}),
+        ("in book two", {2.0}),
+        ("dans le tome deux", {2.0}),
+        ("二〇一七年", {2017.0}),
+        ("ceo 1998-2009", {1998.0, 2009.0}),
+    ],
+)
+def test_numbers_are_read_in_every_writing(text: str, numbers: set[float]) -> None:
+    assert extract_numbers(text, LEX) == numbers
+
+
+def test_numbers_conflict_only_for_other_quantities_or_periods() -> None:
+    assert numbers_conflict(frozenset({20.0, 2011.0}), frozenset({35.0, 2016.0}))
+    assert numbers_conflict(frozenset({2001.0}), frozenset({1988.0, 2001.0}))  # two periods
+    assert not numbers_conflict(frozenset({20.0}), frozenset({20.0, 2011.0}))
+    assert not numbers_conflict(frozenset(), frozenset({2017.0}))  # untimed vs timed
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "guard"),
+    [
+        (
+            {"name": "ally of", "description": "Bram is Corvin's ally."},
+            {"name": "enemy of", "description": "Bram is Corvin's enemy."},
+            "opposite",
+        ),
+        (
+            {"name": "盟友", "description": "两人是盟友。"},
+            {"name": "敌人", "description": "两人是敌人。"},
+            "opposite",
+        ),
+        (
+            {"name": "allié de", "description": "Bram est l'allié de Corvin."},
+            {"name": "ennemi de", "description": "Bram est l'ennemi de Corvin."},
+            "opposite",
+        ),
+        (
+            {"name": "supports", "description": "Norrbeck supports the standard."},
+            {"name": "opposes", "description": "Norrbeck opposes the standard."},
+            "opposite",
+        ),
+        (
+            {"name": "acquired", "description": "Norrbeck bought Quill."},
+            {"name": "was acquired by", "description": "Norrbeck and Quill."},
+            "direction",
+        ),
+        (
+            {"name": "收购", "description": "诺尔贝克收购了奎尔。"},
+            {"name": "被收购", "description": "诺尔贝克与奎尔。"},
+            "direction",
+        ),
+        (
+            {"name": "a racheté", "description": "Norrbeck a racheté Quill."},
+            {"name": "racheté par", "description": "Norrbeck et Quill."},
+            "direction",
+        ),
+        (
+            {"name": "包含", "description": "浙江省包含杭州市。"},
+            {"name": "隶属于", "description": "杭州市与浙江省。"},
+            "direction",
+        ),
+        (
+            {"name": "CEO of", "description": "Ada leads the firm."},
+            {"name": "CTO of", "description": "Ada leads the firm."},
+            "role",
+        ),
+        (
+            {"name": "首席执行官", "description": "她领导公司。"},
+            {"name": "首席技术官", "description": "她领导公司。"},
+            "role",
+        ),
+        (
+            {"name": "PDG de", "description": "Ada dirige la société."},
+            {"name": "directrice technique de", "description": "Ada dirige la société."},
+            "role",
+        ),
+        (
+            {"name": "member of", "description": "Iselde is a member of the order."},
+            {"name": "member of", "description": "Iselde is not a member of the order."},
+            "negation",
+        ),
+        (
+            {"name": "属于", "description": "该岛属于该省。"},
+            {"name": "属于", "description": "该岛不是该省的一部分。"},
+            "negation",
+        ),
+        (
+            {"name": "membre de", "description": "Iselde est membre de l'ordre."},
+            {"name": "membre de", "description": "Iselde n'est pas membre de l'ordre."},
+            "negation",
+        ),
+        (
+            {"name": "holds stake in", "description": "A 20% stake."},
+            {"name": "holds stake in", "description": "A 35% stake."},
+            "numbers",
+        ),
+        (
+            {"name": "placed a bounty on", "description": "500 crowns for his capture."},
+            {"name": "悬赏", "description": "悬赏五千克朗捉拿他。"},
+            "numbers",
+        ),
+    ],
+)
+def test_guard_fires(a: dict[str, str], b: dict[str, str], guard: str) -> None:
+    assert guard in guards(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (
+            {"name": "CEO of", "description": "Ada has been CEO since 2017."},
+            {"name": "chief executive officer", "description": "Ada is the chief executive."},
+        ),
+        (
+            {"name": "holds stake in", "description": "A 20% stake bought in 2011."},
+            {"name": "持股", "description": "持股比例为百分之二十（2011年）。"},
+        ),
+        (
+            {"name": "placed a bounty on", "description": "A bounty of 500 crowns."},
+            {"name": "悬赏", "description": "悬赏五百克朗。"},
+        ),
+        (
+            {"name": "ally in the quest", "description": "Felix and Iselde are allies."},
+            {"name": "companion and fellow traveler", "description": "They travel together."},
+        ),
+    ],
+)
+def test_same_fact_in_other_words_fires_no_guard(a: dict[str, str], b: dict[str, str]) -> None:
+    assert guards(a, b) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "symmetric"),
+    [
+        ("married to", True),
+        ("sister of", True),
+        ("接壤", True),
+        ("frère de", True),
+        ("rival claimant to the throne", True),
+        ("parent of", False),
+        ("包含", False),
+        ("acquired", False),
+    ],
+)
+def test_symmetry_is_decided_by_the_relation_name(name: str, symmetric: bool) -> None:
+    relation = ExtractedRelation.model_validate(record("r", name=name, type="spatial"))
+    assert relation_features(relation, LEX).symmetric is symmetric
+
+
+def test_symmetry_ignores_the_type_label() -> None:
+    # The same type holds both 接壤 (symmetric) and 包含 (directed).
+    contains = ExtractedRelation.model_validate(record("r", name="包含", type="空间关系"))
+    borders = ExtractedRelation.model_validate(record("s", name="接壤", type="空间关系"))
+    assert not relation_features(contains, LEX).symmetric
+    assert relation_features(borders, LEX).symmetric

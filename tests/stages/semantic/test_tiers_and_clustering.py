@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from relmerge import DeduplicateRelationsConfig
+from relmerge.model import ExtractedRelation
+from relmerge.stages.semantic.clustering import ConstrainedClusters
+from relmerge.stages.semantic.features import relation_features
+from relmerge.stages.semantic.lexicon import load_lexicon
+from relmerge.stages.semantic.tiers import decide_pair
+from tests.factories import record
+
+CONFIG = DeduplicateRelationsConfig()
+
+
+def features(**fields: str):
+    return relation_features(
+        ExtractedRelation.model_validate(record("r", **fields)), load_lexicon()
+    )
+
+
+PLAIN = features(name="leads", description="Ada leads the firm.")
+SYMMETRIC = features(name="married to", description="They married.")
+
+
+@pytest.mark.parametrize(
+    ("fuzzy", "cosine", "name_cosine", "verdict", "tier"),
+    [
+        (95, 0.2, 0.1, "merge", "fuzzy_high"),
+        (50, 0.9, 0.1, "merge", "embedding_high"),
+        (10, 0.5, 0.7, "merge", "embedding_high"),  # same predicate, other language
+        (10, 0.2, 0.1, "keep", "fuzzy_low"),
+        (0, 0.7, 0.3, "undecided", "band"),  # cross-language: fuzzy alone never keeps apart
+        (60, 0.5, 0.3, "undecided", "band"),
+    ],
+)
+def test_bands(fuzzy: float, cosine: float, name_cosine: float, verdict: str, tier: str) -> None:
+    decision = decide_pair(0, 1, (PLAIN, PLAIN), True, fuzzy, cosine, name_cosine, CONFIG)
+    assert (decision.verdict, decision.tier) == (verdict, tier)
+
+
+def test_reversed_non_symmetric_is_a_hard_keep_whatever_the_scores() -> None:
+    decision = decide_pair(0, 1, (PLAIN, PLAIN), False, 100, 1.0, 1.0, CONFIG)
+    assert (decision.verdict, decision.tier, decision.hard) == ("keep", "direction", True)
+
+
+def test_reversed_symmetric_is_scored_like_any_pair() -> None:
+    decision = decide_pair(0, 1, (SYMMETRIC, SYMMETRIC), False, 100, 1.0, 1.0, CONFIG)
+    assert decision.verdict == "merge"
+
+
+def test_a_guard_beats_a_high_score() -> None:
+    a = features(name="holds stake in", description="A 20% stake.")
+    b = features(name="holds stake in", description="A 35% stake.")
+    decision = decide_pair(0, 1, (a, b), True, 97, 0.99, 1.0, CONFIG)
+    assert (decision.verdict, decision.tier, decision.guards) == (
+        "undecided",
+        "guard",
+        ("numbers",),
+    )
+
+
+def test_known_distinct_is_a_hard_keep() -> None:
+    decision = decide_pair(0, 1, (PLAIN, PLAIN), True, 100, 1.0, 1.0, CONFIG, known_distinct=True)
+    assert decision.hard and decision.verdict == "keep"
+
+
+def test_chaining_guard_refuses_to_join_across_a_keep() -> None:
+    clusters = ConstrainedClusters(3)
+    clusters.forbid(0, 2)  # A and C judged distinct
+    assert clusters.join(0, 1)  # A ~ B
+    assert not clusters.join(1, 2)  # B ~ C would put A with C
+    assert clusters.clusters() == [[0, 1], [2]]
+
+
+def test_join_all_reports_the_members_it_could_not_join() -> None:
+    clusters = ConstrainedClusters(4)
+    clusters.forbid(0, 3)
+    assert clusters.join_all([0, 1, 2, 3]) == [3]
+    assert clusters.clusters() == [[0, 1, 2], [3]]
+
+
+def test_band_settings_are_validated_together() -> None:
+    from relmerge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="auto_keep_cosine"):
+        DeduplicateRelationsConfig(auto_keep_cosine=0.95, similarity_threshold=0.9)
+    with pytest.raises(ConfigError, match="auto_keep_fuzzy"):
+        DeduplicateRelationsConfig(auto_keep_fuzzy=95, auto_merge_fuzzy=90)
