@@ -500,6 +500,431 @@ def summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------------------
+# Semantic batches: blocks of mentions per entity pair, in three languages, with labels.
+
+SEMANTIC_LANGUAGES = (("en", 0.55), ("zh", 0.20), ("fr", 0.25))
+SEMANTIC_MAX_BLOCK = 20
+SEMANTIC_SURFACE_SHARE = 0.30  # of repeat mentions: a surface variant of an earlier one
+SEMANTIC_REVERSED_SHARE = 0.35  # of mentions of a symmetric fact: endpoints swapped
+SEMANTIC_FACTS = ((1, 0.45), (2, 0.30), (3, 0.15), (4, 0.10))  # distinct facts per block
+SEMANTIC_ROLES = {
+    "en": ("engineer", "product manager", "sales director", "analyst", "chief scientist"),
+    "zh": ("工程师", "产品经理", "销售总监", "分析师", "首席科学家"),
+    "fr": ("ingénieur", "responsable produit", "directeur commercial", "analyste",
+           "directeur scientifique"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SemanticTemplate:
+    """One fact kind in three languages: ``labels[lang] = (name, type)``, ``wordings[lang]``
+    (``{s}``/``{t}`` endpoints, slots such as ``{year}``), ``attributes[lang]`` (key, slot)."""
+
+    key: str
+    source_kind: str
+    target_kind: str
+    symmetric: bool
+    slots: tuple[str, ...]
+    labels: dict[str, tuple[str, str]]
+    wordings: dict[str, tuple[str, ...]]
+    attributes: dict[str, tuple[tuple[str, str], ...]]
+
+
+def _sem(
+    key: str,
+    kinds: tuple[str, str],
+    symmetric: bool,
+    slots: tuple[str, ...],
+    en: tuple[str, str, tuple[str, ...], tuple[str, ...]],
+    zh: tuple[str, str, tuple[str, ...], tuple[str, ...]],
+    fr: tuple[str, str, tuple[str, ...], tuple[str, ...]],
+) -> SemanticTemplate:
+    """``en``/``zh``/``fr`` = (name, type, wordings, attribute keys in slot order)."""
+    languages = {"en": en, "zh": zh, "fr": fr}
+    return SemanticTemplate(
+        key,
+        kinds[0],
+        kinds[1],
+        symmetric,
+        slots,
+        {lang: (v[0], v[1]) for lang, v in languages.items()},
+        {lang: v[2] for lang, v in languages.items()},
+        {lang: tuple(zip(v[3], slots, strict=True)) for lang, v in languages.items()},
+    )
+
+
+_SEMANTIC_TEMPLATES: tuple[SemanticTemplate, ...] = (
+    _sem("works_at", ("person", "company"), False, ("year", "role"),
+         ("works at", "employment",
+          ("{s} has worked at {t} as {role} since {year}.",
+           "{s} joined {t} in {year} and works there as {role}.",
+           "Since {year}, {s} has been working for {t} in the role of {role}."),
+          ("since", "role")),
+         ("任职于", "雇佣",
+          ("{s}自{year}年起在{t}担任{role}。", "{year}年，{s}加入{t}，任{role}。"),
+          ("起始年份", "职位")),
+         ("travaille chez", "emploi",
+          ("{s} travaille chez {t} comme {role} depuis {year}.",
+           "En {year}, {s} a rejoint {t} en tant que {role}."),
+          ("depuis", "poste"))),
+    _sem("founded", ("person", "company"), False, ("year",),
+         ("founded", "creation",
+          ("{s} founded {t} in {year}.", "In {year}, {s} started the company {t}.",
+           "{s} is the founder of {t}, established in {year}."),
+          ("year",)),
+         ("创立", "创建", ("{s}于{year}年创立了{t}。", "{year}年，{s}创办了{t}。"), ("年份",)),
+         ("a fondé", "création",
+          ("{s} a fondé {t} en {year}.", "En {year}, {s} a créé l'entreprise {t}."),
+          ("année",))),
+    _sem("ceo_of", ("person", "company"), False, ("year", "end"),
+         ("ceo of", "employment",
+          ("{s} served as CEO of {t} from {year} to {end}.",
+           "{s} was chief executive of {t} between {year} and {end}."),
+          ("start", "end")),
+         ("首席执行官", "雇佣",
+          ("{s}于{year}年至{end}年担任{t}首席执行官。", "{year}年到{end}年间，{s}出任{t}的CEO。"),
+          ("起始年份", "结束年份")),
+         ("pdg de", "emploi",
+          ("{s} a été PDG de {t} de {year} à {end}.",
+           "De {year} à {end}, {s} a dirigé {t} en tant que directeur général."),
+          ("début", "fin"))),
+    _sem("acquired", ("company", "company"), False, ("year", "amount"),
+         ("acquired", "transaction",
+          ("{s} acquired {t} for ${amount} million in {year}.",
+           "{s} completed its ${amount} million acquisition of {t} in {year}."),
+          ("year", "amount_usd_millions")),
+         ("收购", "交易",
+          ("{s}于{year}年以{amount}百万美元收购了{t}。",
+           "{year}年，{s}斥资{amount}百万美元收购{t}。"),
+          ("年份", "金额_百万美元")),
+         ("a acquis", "transaction",
+          ("{s} a acquis {t} pour {amount} millions de dollars en {year}.",
+           "En {year}, {s} a racheté {t} pour {amount} millions de dollars."),
+          ("année", "montant_millions_usd"))),
+    _sem("invested_in", ("company", "company"), False, ("year", "amount"),
+         ("invested in", "investment",
+          ("{s} invested ${amount} million in {t} in {year}.",
+           "In {year}, {s} led a ${amount} million investment in {t}."),
+          ("year", "amount_usd_millions")),
+         ("投资", "投资",
+          ("{s}于{year}年向{t}投资{amount}百万美元。",
+           "{year}年，{s}对{t}进行了{amount}百万美元的投资。"),
+          ("年份", "金额_百万美元")),
+         ("a investi dans", "investissement",
+          ("{s} a investi {amount} millions de dollars dans {t} en {year}.",
+           "En {year}, {s} a mené un investissement de {amount} millions de dollars dans {t}."),
+          ("année", "montant_millions_usd"))),
+    _sem("partnered_with", ("company", "company"), True, ("year",),
+         ("partnered with", "partnership",
+          ("{s} signed a partnership with {t} in {year}.",
+           "{s} and {t} entered a strategic partnership in {year}.",
+           "In {year}, {s} announced a partnership with {t}."),
+          ("year",)),
+         ("合作伙伴", "合作",
+          ("{s}与{t}于{year}年建立了战略合作伙伴关系。", "{year}年，{s}和{t}宣布合作。"),
+          ("年份",)),
+         ("partenaire de", "partenariat",
+          ("{s} a signé un partenariat avec {t} en {year}.",
+           "En {year}, {s} et {t} ont conclu un partenariat stratégique."),
+          ("année",))),
+    _sem("competes_with", ("company", "company"), True, (),
+         ("competes with", "competition",
+          ("{s} competes with {t}.", "{s} and {t} are direct competitors."), ()),
+         ("竞争对手", "竞争", ("{s}与{t}是竞争对手。", "{s}和{t}在市场上直接竞争。"), ()),
+         ("rival de", "concurrence",
+          ("{s} est un rival de {t}.", "{s} et {t} sont des concurrents directs."), ())),
+    _sem("owns_stake_in", ("company", "company"), False, ("stake",),
+         ("owns stake in", "ownership",
+          ("{s} owns a {stake}% stake in {t}.", "{s} holds {stake}% of the shares of {t}."),
+          ("stake_percent",)),
+         ("持股", "所有权", ("{s}持有{t}{stake}%的股份。", "{s}持股{t}，比例为{stake}%。"),
+          ("持股比例",)),
+         ("détient une participation dans", "propriété",
+          ("{s} détient une participation de {stake} % dans {t}.",
+           "{s} possède {stake} % des actions de {t}."),
+          ("participation_pourcent",))),
+    _sem("married_to", ("person", "person"), True, ("year",),
+         ("married to", "family",
+          ("{s} married {t} in {year}.", "{s} and {t} got married in {year}."), ("year",)),
+         ("配偶", "家庭", ("{s}与{t}于{year}年结婚。", "{year}年，{s}和{t}成婚。"), ("年份",)),
+         ("marié à", "famille",
+          ("{s} a épousé {t} en {year}.", "{s} et {t} se sont mariés en {year}."),
+          ("année",))),
+    _sem("located_in", ("company", "city"), False, (),
+         ("headquartered in", "location",
+          ("{s} is headquartered in {t}.", "The headquarters of {s} are in {t}."), ()),
+         ("总部位于", "地理位置", ("{s}总部位于{t}。", "{s}的总部设在{t}。"), ()),
+         ("siège à", "localisation",
+          ("{s} a son siège à {t}.", "Le siège de {s} se trouve à {t}."), ())),
+    _sem("born_in", ("person", "city"), False, ("year",),
+         ("born in", "biography",
+          ("{s} was born in {t} in {year}.", "{s} is a native of {t}, born in {year}."),
+          ("birth_year",)),
+         ("出生于", "生平", ("{s}{year}年出生于{t}。", "{s}生于{t}，出生年份为{year}年。"),
+          ("出生年份",)),
+         ("né à", "biographie",
+          ("{s} est né à {t} en {year}.", "{s}, originaire de {t}, est né en {year}."),
+          ("année_de_naissance",))),
+    _sem("studied_at", ("person", "university"), False, ("year",),
+         ("graduated from", "education",
+          ("{s} graduated from {t} in {year}.", "{s} earned a degree at {t} in {year}."),
+          ("graduation_year",)),
+         ("毕业于", "教育", ("{s}于{year}年毕业于{t}。", "{s}在{year}年从{t}毕业。"),
+          ("毕业年份",)),
+         ("diplômé de", "éducation",
+          ("{s} est diplômé de {t} depuis {year}.", "En {year}, {s} a obtenu son diplôme à {t}."),
+          ("année_diplôme",))),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _SemanticFact:
+    template: SemanticTemplate
+    source: Entity
+    target: Entity
+    slots: tuple[tuple[str, str], ...]  # (slot, English value); roles are translated
+
+
+def _semantic_slots(rng: random.Random, template: SemanticTemplate) -> dict[str, str]:
+    year = rng.randint(1985, 2023)
+    values = {
+        "year": str(year),
+        "end": str(min(year + rng.randint(1, 12), 2025)),
+        "amount": str(rng.randrange(5, 500) * 10),
+        "stake": str(rng.randint(5, 49)),
+        "role": str(rng.randrange(len(SEMANTIC_ROLES["en"]))),  # index into SEMANTIC_ROLES
+    }
+    return {slot: values[slot] for slot in template.slots}
+
+
+def _semantic_hard_negative(rng: random.Random, slots: dict[str, str]) -> dict[str, str]:
+    """Another year / amount / stake / role: a distinct fact under the same name."""
+    changed = dict(slots)
+    slot = rng.choice(sorted(changed))
+    if slot in ("year", "end"):
+        shift = rng.choice((-9, -6, -3, -1, 1, 2, 4, 7))
+        changed["year"] = str(int(changed["year"]) + shift)
+        if "end" in changed:
+            changed["end"] = str(int(changed["end"]) + shift)
+    elif slot == "amount":
+        changed["amount"] = str(
+            int(changed["amount"]) + rng.choice((-1, 1, 2)) * 10 * rng.randint(3, 40)
+        )
+        if int(changed["amount"]) <= 0:
+            changed["amount"] = str(int(slots["amount"]) * 2)
+    elif slot == "stake":
+        changed["stake"] = str(int(changed["stake"]) + rng.choice((-4, 3, 8, 15)))
+    else:
+        roles = len(SEMANTIC_ROLES["en"])
+        changed["role"] = str((int(changed["role"]) + rng.randint(1, roles - 1)) % roles)
+    return changed
+
+
+def _semantic_values(slots: tuple[tuple[str, str], ...], lang: str) -> dict[str, str]:
+    values = dict(slots)
+    if "role" in values:
+        values["role"] = SEMANTIC_ROLES[lang][int(values["role"])]
+    return values
+
+
+def _semantic_block_size(rng: random.Random) -> int:
+    sizes = range(1, SEMANTIC_MAX_BLOCK + 1)
+    return rng.choices(sizes, weights=[1 / size for size in sizes])[0]
+
+
+def _compatible(kinds: tuple[str, str]) -> list[tuple[SemanticTemplate, bool]]:
+    """Templates that fit an endpoint pair of these kinds, and whether they run reversed."""
+    found = []
+    for template in _SEMANTIC_TEMPLATES:
+        if (template.source_kind, template.target_kind) == kinds:
+            found.append((template, False))
+        if kinds[0] != kinds[1] and (template.target_kind, template.source_kind) == kinds:
+            found.append((template, True))
+    return found
+
+
+def _block_facts(
+    rng: random.Random, first: SemanticTemplate, a: Entity, b: Entity, count: int
+) -> list[_SemanticFact]:
+    """``count`` distinct facts (or fewer) between ``a`` and ``b``; the first uses ``first``."""
+    facts = [_SemanticFact(first, a, b, tuple(sorted(_semantic_slots(rng, first).items())))]
+    seen = {(first.key, a.entity_id, tuple(sorted(facts[0].slots)))}
+    options = _compatible((a.kind, b.kind))
+    for _ in range(count * 10):
+        if len(facts) >= count:
+            break
+        base = rng.choice(facts)
+        roll = rng.random()
+        if roll < 0.5 and base.template.slots:  # hard negative: other year, amount, ...
+            template, source, target = base.template, base.source, base.target
+            slots = _semantic_hard_negative(rng, dict(base.slots))
+        elif roll < 0.7 and a.kind == b.kind and not base.template.symmetric:
+            template, source, target = base.template, base.target, base.source  # reversed
+            slots = _semantic_slots(rng, template)
+        else:
+            template, reverse = rng.choice(options)
+            source, target = (b, a) if reverse else (a, b)
+            slots = _semantic_slots(rng, template)
+        direction = a.entity_id if template.symmetric else source.entity_id
+        key = (template.key, direction, tuple(sorted(slots.items())))
+        if key not in seen:
+            seen.add(key)
+            facts.append(_SemanticFact(template, source, target, tuple(sorted(slots.items()))))
+    return facts
+
+
+def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """A semantic-stage batch: ``(records, gold)``, ``gold`` = relation id -> fact label.
+
+    Records have the same fields and validity as :func:`generate`'s. Structure:
+
+    * **Blocks.** Records come in blocks: all mentions of one unordered entity pair
+      (each pair is used by exactly one block). Block sizes run from 1 to 20 records with
+      weight ``1/size`` (mean ~5.6; ~28% singletons); the last block is cut to fit ``n``.
+      Endpoints come from the same entity pool as :func:`generate` (``max(400, n // 4)``
+      entities, ~8% with Chinese names).
+    * **Facts.** A block states 1–4 distinct facts (45/30/15/10%, at most one per record);
+      each fact is one gold cluster (label ``fact_<hex>``). Twelve fact kinds, each in
+      English, Chinese and French (``works_at``, ``founded``, ``ceo_of``, ``acquired``,
+      ``invested_in``, ``partnered_with``, ``competes_with``, ``owns_stake_in``,
+      ``married_to``, ``located_in``, ``born_in``, ``studied_at``); the first fact's kind
+      fixes the endpoint kinds. A further fact of a block is a **hard negative** (50%, for
+      kinds with values): the same kind with another year, amount, stake or role ("acquired
+      for $300 million" vs "$450 million"; "since 2011" vs "since 2014"); or (20%, for two
+      endpoints of one kind and a directed kind) the **reversed** fact ("B acquired A");
+      or another kind that fits the endpoints (``works_at`` and ``founded``).
+    * **Mentions.** Each fact gets at least one record; the others go to facts at random,
+      the first fact weighted double. A mention's language is English 55%, Chinese 20%,
+      French 25%, with that language's relation name and type ("works at"/"employment",
+      "任职于"/"雇佣", "travaille chez"/"emploi"), a wording of that language (the first
+      mention of a fact uses the first wording), values written in it (roles translated;
+      "$450 million", "450百万美元", "450 millions de dollars"), and attributes with keys
+      in that language (omitted in 20% of records). A repeat mention is a **surface
+      variant** of an earlier one (30%: case, spaces, final period, as in :func:`generate`,
+      same name/type/attributes) or any wording in any language (a paraphrase, often
+      cross-language). Mentions of a **symmetric** fact (``partnered_with``,
+      ``competes_with``, ``married_to``) swap their endpoints 35% of the time (still the
+      same fact; the names are in relmerge's symmetric lexicon).
+    * **Order.** Records are shuffled over the whole batch (mentions of one pair are spread
+      through a corpus); ids, chunks and documents are assigned after shuffling.
+
+    Deterministic for a given ``(n, seed)`` (``random.Random`` + SHA-256 only).
+    """
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    rng = random.Random(f"relmerge-bench-semantic:{seed}:{n}")
+    pool = _entity_pool(rng, max(400, n // 4), seed)
+    by_kind: dict[str, list[Entity]] = {}
+    for (kind, _), entities in sorted(pool.items()):
+        by_kind.setdefault(kind, []).extend(entities)
+    languages = [lang for lang, _ in SEMANTIC_LANGUAGES]
+    language_weights = [weight for _, weight in SEMANTIC_LANGUAGES]
+    used_pairs: set[frozenset[str]] = set()
+    mentions: list[tuple[dict[str, Any], str]] = []  # (record without ids, fact label)
+    block = 0
+    while len(mentions) < n:
+        size = min(_semantic_block_size(rng), n - len(mentions))
+        template = rng.choice(_SEMANTIC_TEMPLATES)
+        for _ in range(100):
+            a = rng.choice(by_kind[template.source_kind])
+            b = rng.choice(by_kind[template.target_kind])
+            if (
+                a.entity_id != b.entity_id
+                and frozenset((a.entity_id, b.entity_id)) not in used_pairs
+            ):
+                break
+        used_pairs.add(frozenset((a.entity_id, b.entity_id)))
+        count = min(size, rng.choices(*zip(*SEMANTIC_FACTS, strict=True))[0])
+        facts = _block_facts(rng, template, a, b, count)
+        owners = list(range(len(facts)))
+        weights = [2.0] + [1.0] * (len(facts) - 1)
+        owners += rng.choices(range(len(facts)), weights=weights, k=size - len(facts))
+        said: dict[int, list[dict[str, Any]]] = {}
+        for owner in owners:
+            fact = facts[owner]
+            label = f"fact_{_hex16('semantic-fact', seed, n, block, owner)}"
+            earlier = said.setdefault(owner, [])
+            if earlier and rng.random() < SEMANTIC_SURFACE_SHARE:
+                record = dict(rng.choice(earlier))
+                cjk = any("\u4e00" <= ch <= "\u9fff" for ch in record["name"])
+                record["description"] = _surface_variant(rng, record["description"], cjk)
+                earlier.append(record)
+                mentions.append((record, label))
+                continue
+            lang = rng.choices(languages, weights=language_weights)[0]
+            wordings = fact.template.wordings[lang]
+            wording = 0 if not earlier else rng.randrange(len(wordings))
+            source, target = fact.source, fact.target
+            if fact.template.symmetric and rng.random() < SEMANTIC_REVERSED_SHARE:
+                source, target = target, source
+            values = _semantic_values(fact.slots, lang)
+            attributes = {key: values[slot] for key, slot in fact.template.attributes[lang]}
+            if attributes and rng.random() < NO_ATTRIBUTES_SHARE:
+                attributes = {}
+            name, kind = fact.template.labels[lang]
+            record = {
+                "source_entity_id": source.entity_id,
+                "target_entity_id": target.entity_id,
+                "source_entity_name": source.name,
+                "target_entity_name": target.name,
+                "type": kind,
+                "name": name,
+                "description": wordings[wording].format(s=source.name, t=target.name, **values),
+                "attributes": attributes,
+            }
+            earlier.append(record)
+            mentions.append((record, label))
+        block += 1
+
+    rng.shuffle(mentions)
+    document_count = max(1, n // (CHUNKS_PER_DOCUMENT * 3))
+    records: list[dict[str, Any]] = []
+    gold: dict[str, str] = {}
+    for index, (mention, label) in enumerate(mentions):
+        document = rng.randrange(document_count)
+        chunk = rng.randrange(CHUNKS_PER_DOCUMENT)
+        chunk_id = f"chunk_{_hex16('semantic-chunk', seed, document, chunk)}"
+        relation_id = f"relation_{_hex16('semantic-relation', seed, n, index)}"
+        records.append(
+            {
+                "relation_id": relation_id,
+                "chunk_id": chunk_id,
+                "document_id": f"doc_{_hex16('semantic-document', seed, document)}",
+                **{key: mention[key] for key in _SEMANTIC_FIELDS},
+                "attributes": dict(mention["attributes"]),
+                "source_chunk_ids": [chunk_id],
+            }
+        )
+        gold[relation_id] = label
+    return records, gold
+
+
+_SEMANTIC_FIELDS = (
+    "source_entity_id",
+    "target_entity_id",
+    "source_entity_name",
+    "target_entity_name",
+    "type",
+    "name",
+    "description",
+)
+
+
+def semantic_summary(records: list[dict[str, Any]], gold: dict[str, str]) -> dict[str, Any]:
+    """Counts of a semantic batch: blocks, facts (gold clusters), languages, gold pairs."""
+    blocks = Counter(frozenset((r["source_entity_id"], r["target_entity_id"])) for r in records)
+    facts = Counter(gold.values())
+    return {
+        "records": len(records),
+        "blocks": len(blocks),
+        "largest_block": max(blocks.values(), default=0),
+        "facts": len(facts),
+        "gold_pairs": sum(c * (c - 1) // 2 for c in facts.values()),
+        "candidate_pairs": sum(c * (c - 1) // 2 for c in blocks.values()),
+    }
+
+
 def main(argv: list[str]) -> int:
     if not 1 <= len(argv) <= 2:
         print("usage: python bench/synthetic.py N [SEED]", file=sys.stderr)
