@@ -175,6 +175,7 @@ class Decision(BaseModel):
     verdict: str
     output_ids: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
+    guards: list[str] = Field(default_factory=list)
     model: str | None = None
     cached: bool = False
     round: int | None = None

@@ -174,6 +174,7 @@ async def test_unsure_goes_to_clarifications_and_the_policy_keeps_both() -> None
     assert len(lines) == 1
     item = lines[0]
     assert item["member_ids"] == ["u1", "u2"] and item["policy_decision"] == "keep_both"
+    assert set(item["scores"]) == {"fuzzy", "cosine", "name_cosine"}
     assert {e["profile"] for e in item["context"]["entities"]} == {
         "A young cartographer.",
         "Heir of the salt marshes.",

@@ -63,6 +63,7 @@ class BlockDecider:
         entities: tuple[EntityContext, EntityContext],
     ) -> BlockResult:
         hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
+        scores = {(p.a, p.b): p.scores for p in pairs}
         result = BlockResult(clusters=[])
         auto = ConstrainedClusters(len(units))
         for p in pairs:
@@ -95,7 +96,9 @@ class BlockDecider:
             for p in pending.values():
                 result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
             return result
-        return await self._ask(units, hard, joined, pending, auto.clusters(), entities, result)
+        return await self._ask(
+            units, hard, joined, pending, auto.clusters(), entities, result, scores
+        )
 
     async def _ask(
         self,
@@ -106,6 +109,7 @@ class BlockDecider:
         clusters: list[list[int]],
         entities: tuple[EntityContext, EntityContext],
         result: BlockResult,
+        scores: dict[tuple[int, int], dict[str, float]],
     ) -> BlockResult:
         final = ConstrainedClusters(len(units))
         for a, b in hard:
@@ -138,7 +142,7 @@ class BlockDecider:
                     break
                 sent += 1
                 try:
-                    await self._ask_batch(units, batch, entities, final, result)
+                    await self._ask_batch(units, batch, entities, final, result, scores)
                 except GroupFailed as failure:
                     result.failure = failure.reason
                     result.clusters = final.clusters()
@@ -182,6 +186,7 @@ class BlockDecider:
         entities: tuple[EntityContext, EntityContext],
         final: ConstrainedClusters,
         result: BlockResult,
+        scores: dict[tuple[int, int], dict[str, float]],
     ) -> None:
         forward = (entities[0].entity_id, entities[1].entity_id)
         records = [self._record(units, cluster, forward) for cluster in batch]
@@ -228,8 +233,14 @@ class BlockDecider:
             members = [m for index in group for m in batch[index]]
             relations = [units[m].relation for m in members]
             ids = self._ids([units[m] for m in members])
+            pair_scores = [scores[p] for p in combinations(sorted(members), 2) if p in scores]
+            best = {
+                key: max(s[key] for s in pair_scores)
+                for key in ("fuzzy", "cosine", "name_cosine")
+                if pair_scores
+            }
             result.clarifications.append(
-                clarification(relations, ids, entities, {}, reason, self.config.unsure_policy)
+                clarification(relations, ids, entities, best, reason, self.config.unsure_policy)
             )
             if self.config.unsure_policy == "merge":
                 final.join_all(members)
@@ -255,13 +266,12 @@ class BlockDecider:
             reason = "chaining guard: the clusters hold a pair judged distinct"
         elif tier == "policy":
             reason = "undecided by the tiers and no language model is configured"
-        if pair.guards:
-            reason = ((reason + "; ") if reason else "") + "guards: " + ", ".join(pair.guards)
         return Decision(
             member_ids=self._ids([units[pair.a], units[pair.b]]),
             stage="semantic",
             tier=tier or pair.tier,
             verdict=verdict,
             scores=pair.scores,
+            guards=list(pair.guards),
             reason=reason,
         )
