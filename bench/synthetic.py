@@ -507,7 +507,7 @@ SEMANTIC_LANGUAGES = (("en", 0.55), ("zh", 0.20), ("fr", 0.25))
 SEMANTIC_MAX_BLOCK = 20
 SEMANTIC_SURFACE_SHARE = 0.30  # of repeat mentions: a surface variant of an earlier one
 SEMANTIC_REVERSED_SHARE = 0.35  # of mentions of a symmetric fact: endpoints swapped
-SEMANTIC_FACTS = ((1, 0.45), (2, 0.30), (3, 0.15), (4, 0.10))  # distinct facts per block
+SEMANTIC_FACT_COUNTS = ((1, 2, 3, 4), (0.45, 0.30, 0.15, 0.10))  # distinct facts per block
 SEMANTIC_ROLES = {
     "en": ("engineer", "product manager", "sales director", "analyst", "chief scientist"),
     "zh": ("工程师", "产品经理", "销售总监", "分析师", "首席科学家"),
@@ -835,7 +835,7 @@ def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict
             ):
                 break
         used_pairs.add(frozenset((a.entity_id, b.entity_id)))
-        count = min(size, rng.choices(*zip(*SEMANTIC_FACTS, strict=True))[0])
+        count = min(size, rng.choices(*SEMANTIC_FACT_COUNTS)[0])
         facts = _block_facts(rng, template, a, b, count)
         owners = list(range(len(facts)))
         weights = [2.0] + [1.0] * (len(facts) - 1)

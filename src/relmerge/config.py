@@ -93,6 +93,13 @@ class DeduplicateRelationsConfig(BaseModel):
     auto_merge_min_cosine: float = Field(
         0.45, ge=-1, le=1, description="Text cosine needed with auto_merge_name_cosine."
     )
+    auto_merge_detail_cosine: float | None = Field(
+        0.55,
+        ge=-1,
+        le=1,
+        description="Text cosine at or above which a pair that names exactly the same numbers "
+        "(dates, amounts) merges with no LLM; None: off.",
+    )
     symmetric_relations: tuple[str, ...] = Field(
         (), description="Extra relation names whose direction carries no meaning."
     )

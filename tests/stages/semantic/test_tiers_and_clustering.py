@@ -39,6 +39,15 @@ def test_bands(fuzzy: float, cosine: float, name_cosine: float, verdict: str, ti
     assert (decision.verdict, decision.tier) == (verdict, tier)
 
 
+def test_the_same_specific_numbers_merge_across_languages() -> None:
+    a = features(name="holds stake in", description="A 20% stake bought in 2011.")
+    b = features(name="持股", description="2011年入股，持股比例为百分之二十。")
+    decision = decide_pair(0, 1, (a, b), True, 5, 0.6, 0.3, CONFIG)
+    assert (decision.verdict, decision.tier) == ("merge", "detail_match")
+    c = features(name="持股", description="持股比例为百分之二十。")  # fewer numbers: no rule
+    assert decide_pair(0, 1, (a, c), True, 5, 0.6, 0.3, CONFIG).verdict == "undecided"
+
+
 def test_reversed_non_symmetric_is_a_hard_keep_whatever_the_scores() -> None:
     decision = decide_pair(0, 1, (PLAIN, PLAIN), False, 100, 1.0, 1.0, CONFIG)
     assert (decision.verdict, decision.tier, decision.hard) == ("keep", "direction", True)

@@ -11,6 +11,9 @@ alone — and an embedding cosine, then one verdict:
   cosine ≥ ``auto_merge_name_cosine`` with a text cosine ≥ ``auto_merge_min_cosine``
   (on the dev set the name's meaning is the strongest single signal: "capital of" and
   "part of" share a description style but not a predicate);
+* ``detail_match`` (merge): both name exactly the same numbers (a date, an amount) and
+  the cosine reaches ``auto_merge_detail_cosine`` — a shared specific detail is strong
+  evidence across languages, where names and wording share nothing;
 * ``fuzzy_low`` (keep): fuzzy < ``auto_keep_fuzzy`` and cosine < ``auto_keep_cosine``
   (cross-language duplicates have fuzzy ≈ 0, so fuzzy alone never keeps them apart);
 * ``band`` (to the LLM): everything in between.
@@ -87,6 +90,13 @@ def decide_pair(
         and cosine >= config.auto_merge_min_cosine
     ):
         return PairDecision(a, b, "merge", "embedding_high", scores=scores)
+    if (
+        config.auto_merge_detail_cosine is not None
+        and fa.numbers
+        and fa.numbers == fb.numbers
+        and cosine >= config.auto_merge_detail_cosine
+    ):
+        return PairDecision(a, b, "merge", "detail_match", scores=scores)
     if fuzzy < config.auto_keep_fuzzy and cosine < config.auto_keep_cosine:
         return PairDecision(a, b, "keep", "fuzzy_low", scores=scores)
     return PairDecision(a, b, "undecided", "band", scores=scores)
