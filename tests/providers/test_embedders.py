@@ -46,3 +46,56 @@ async def test_cache_embeds_each_text_once() -> None:
     second = await cached.embed(["c d", "e f"])
     assert cached.embedded_texts == 3
     assert np.array_equal(first[1], second[0])
+
+
+async def test_openai_compatible_embeddings_over_real_http() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import orjson
+
+    from relmerge.providers.openai_embed import OpenAIEmbedder
+
+    seen: list[dict[str, object]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
+            seen.append({"path": self.path, **body})
+            data = [
+                {"object": "embedding", "index": i, "embedding": [float(len(text)), 1.0, 0.0]}
+                for i, text in reversed(list(enumerate(body["input"])))  # out of order
+            ]
+            payload = orjson.dumps(
+                {
+                    "object": "list",
+                    "data": data,
+                    "model": body["model"],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                }
+            )
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        embedder = OpenAIEmbedder(
+            base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", model="bge-m3"
+        )
+        vectors = await embedder.embed(["ab", "abcd"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen[0]["path"] == "/v1/embeddings" and seen[0]["model"] == "bge-m3"
+    assert seen[0]["input"] == ["ab", "abcd"]
+    expected = np.array([[2.0, 1.0, 0.0], [4.0, 1.0, 0.0]])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    assert np.allclose(vectors, expected, atol=1e-6)  # ordered by index, normalised
