@@ -298,9 +298,7 @@ async def judge_all(args: argparse.Namespace, pairs: list[Pair]) -> list[Row]:
             started = time.perf_counter()
             prompt_tokens = completion_tokens = 0
             try:
-                outcome, result = await ask_judge(
-                    llm, [existing], candidate, pair_entities, config
-                )
+                outcome, result = await ask_judge(llm, [existing], candidate, pair_entities, config)
                 verdict, reason = outcome.verdict, outcome.reason
                 prompt_tokens = result.usage.prompt_tokens
                 completion_tokens = result.usage.completion_tokens

@@ -21,8 +21,9 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.stages.exact import ExactStage
+from relmerge.stages.exact import ExactStage, exact_key
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
+from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
 from relmerge.stages.units import Unit
 from relmerge.stores.base import ObjectStore
@@ -74,6 +75,31 @@ def canonical_entities(
         if canonical not in contexts or entity.entity_id == canonical:
             contexts[canonical] = EntityContext(canonical, entity.name, entity.profile, entity.type)
     return contexts
+
+
+def plan(raws: Sequence[RawRecord], entity_id_mapping: Any) -> dict[str, Any]:
+    """Count the work before spending anything: records, exact groups, blocks, pairs.
+
+    No embedding, no LLM, nothing written (``relmerge run --dry-run``).
+    """
+    if not raws:
+        raise InputError("the input holds no relation records")
+    originals, rejected = validate_records(raws)
+    remapped = remap_endpoints(originals, validate_entity_mapping(entity_id_mapping))
+    units = [Unit(relation, (index,)) for index, relation in remapped.mapped]
+    groups: dict[tuple[str, str, str, str], int] = {}
+    for unit in units:
+        key = exact_key(unit.relation)
+        groups[key] = groups.get(key, 0) + 1
+    return {
+        "input_record_count": len(raws),
+        "rejected_count": len(rejected),
+        "input_relation_count": len(originals),
+        "self_loops_after_mapping": len(remapped.passthrough),
+        "exact_groups_with_duplicates": sum(1 for n in groups.values() if n > 1),
+        "records_in_exact_groups": sum(n for n in groups.values() if n > 1),
+        **block_pair_counts(make_blocks(units)),
+    }
 
 
 def _id_mapping(units: Sequence[Unit], originals: Sequence[ExtractedRelation]) -> dict[str, str]:

@@ -263,3 +263,19 @@ def test_dev_set_rules_only_is_precise(tmp_path: Path) -> None:
     )
     assert report.pair_precision >= 0.97  # measured 0.996
     assert report.pair_recall >= 0.50  # measured 0.539
+
+
+def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, text = _run(
+        "run",
+        str(EXAMPLE / "relations.jsonl"),
+        "--entity-mapping",
+        str(EXAMPLE / "entity_id_mapping.json"),
+        "--output",
+        str(out),
+        "--dry-run",
+    )
+    assert code == 0, text
+    assert "candidate pairs" in text and "exact groups with duplicates" in text
+    assert not out.exists()

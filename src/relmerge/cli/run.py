@@ -10,6 +10,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.table import Table
 
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.config import (
@@ -24,7 +25,7 @@ from relmerge.errors import ConfigError
 from relmerge.io.load import read_entities, read_input, read_json_file
 from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
-from relmerge.pipeline import run_pipeline
+from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm
 from relmerge.stores.local import LocalStore
 
@@ -114,6 +115,11 @@ def resolve_settings(
 @click.option(
     "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Count records, groups, blocks and candidate pairs; embed, ask and write nothing.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
 def run_command(
     input_path: Path,
@@ -133,6 +139,7 @@ def run_command(
     concurrency: int | None,
     config_path: Path | None,
     overwrite: bool,
+    dry_run: bool,
     quiet: bool,
 ) -> None:
     """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
@@ -155,6 +162,15 @@ def run_command(
             "model": embedding_model,
         },
     )
+    if dry_run:
+        raws = asyncio.run(read_input(input_path))
+        mapping = read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
+        counts = plan(raws, mapping)
+        table = Table(title=f"relmerge run --dry-run: {input_path}", show_header=False)
+        for key, value in counts.items():
+            table.add_row(key.replace("_", " "), str(value))
+        Console().print(table)
+        return
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings) if config.semantic_merge else None
     entities = read_entities(entities_path) if entities_path else []
