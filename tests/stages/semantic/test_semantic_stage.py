@@ -67,11 +67,12 @@ async def test_reversed_directed_relations_never_merge_even_if_the_llm_says_so()
         norrbeck("a1", "acquired", "Norrbeck acquired Quill Labs in 2006."),
         norrbeck("a2", "bought", "In 2006 Norrbeck bought the start-up Quill Labs."),
         norrbeck("a3", "acquired", "Norrbeck acquired Quill Labs in 2006.", reverse=True),
+        norrbeck("a4", "partnered with", "Quill Labs and Norrbeck partnered.", reverse=True),
     ]
     llm = ScriptedLLM(map_all)
     output, _, store = await run_step(records, llm, embedder=HashEmbedder(), **LLM_ONLY)
     mapping = output.relation_id_mapping
-    assert mapping["a1"] == mapping["a2"] != mapping["a3"]
+    assert mapping["a1"] == mapping["a2"] == mapping["a4"] != mapping["a3"]
     assert len(llm.requests) == 1
     decisions = [orjson.loads(x) for x in store.objects["decisions.jsonl"].splitlines()]
     assert any(d["verdict"] == "partial_merge" for d in decisions)

@@ -112,6 +112,7 @@ class BlockDecider:
         scores: dict[tuple[int, int], dict[str, float]],
     ) -> BlockResult:
         final = ConstrainedClusters(len(units))
+        hard_set = set(hard)
         for a, b in hard:
             final.forbid(a, b)
         for a, b in joined:
@@ -128,6 +129,19 @@ class BlockDecider:
             if not open_pairs:
                 break
             result.rounds += 1
+            # A cluster bound to every other one by hard keeps (reversed direction, an
+            # earlier split) is settled: the model could not change it, so it is not sent.
+            current = [
+                c
+                for c in current
+                if any(
+                    (min(x, y), max(x, y)) not in hard_set
+                    for d in current
+                    if d is not c
+                    for x in c
+                    for y in d
+                )
+            ]
             # Rotate the order each round so that other clusters share a batch.
             shift = (result.rounds - 1) * (batch_size // 2)
             order = current[shift % len(current) :] + current[: shift % len(current)]
