@@ -21,6 +21,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.review.memory import AnswerMemory
 from relmerge.stages.exact import ExactStage, exact_key
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
@@ -119,6 +120,7 @@ async def run_pipeline(
     progress: Progress | None = None,
     embedder: EmbeddingModel | None = None,
     entities: Sequence[EntityContext] = (),
+    memory: AnswerMemory | None = None,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -164,6 +166,7 @@ async def run_pipeline(
             originals,
             contexts,
             on_block_done=lambda n: progress.advance("semantic", n),
+            memory=memory,
         ).run(exact.units)
         progress.finish("semantic")
         deduplicated = semantic.units

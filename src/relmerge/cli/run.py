@@ -27,7 +27,24 @@ from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm
+from relmerge.review.memory import AnswerMemory, entities_of
+from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores.local import LocalStore
+
+
+def answer_memory(out: Path) -> AnswerMemory:
+    """Answers a person gave in OUT (``relmerge review``), kept across runs.
+
+    ``answer_memory.jsonl`` keeps every answer by pair content, so an answer still applies
+    after the run that asked it has been replaced by newer runs.
+    """
+    memory = AnswerMemory(out / MEMORY_FILE)
+    queue = ReviewQueue(out)
+    for question in queue.questions:
+        answer = queue.answers.get(question["id"])
+        if answer is not None:
+            memory.remember_group(question["records"], entities_of(question), answer)
+    return memory
 
 
 def resolve_settings(
@@ -188,12 +205,14 @@ def run_command(
         [entity.__dict__ for entity in entities],
     )
 
+    memory = answer_memory(out)
+
     async def go() -> dict[str, Any]:
         store = LocalStore(out)
         await claim_output(store, run_fingerprint, overwrite)
         with RichProgress(console) as progress:
             output = await run_pipeline(
-                raws, mapping, config, llm, store, progress, embedder, entities
+                raws, mapping, config, llm, store, progress, embedder, entities, memory
             )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(

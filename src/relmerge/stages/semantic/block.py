@@ -21,11 +21,12 @@ from relmerge.model import Decision, ExtractedRelation
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
+from relmerge.review.memory import AnswerMemory, pair_key
 from relmerge.stages.llm_merge import GroupFailed
 from relmerge.stages.semantic.clarify import clarification
 from relmerge.stages.semantic.clustering import ConstrainedClusters
 from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
-from relmerge.stages.semantic.tiers import PairDecision
+from relmerge.stages.semantic.tiers import PairDecision, Verdict
 from relmerge.stages.units import Unit, member_ids
 
 
@@ -47,11 +48,41 @@ class BlockDecider:
         llm: LanguageModel,
         originals: Sequence[ExtractedRelation],
         limit: asyncio.Semaphore,
+        memory: AnswerMemory | None = None,
     ) -> None:
         self.config = config
         self.llm = llm
         self.originals = originals
         self._limit = limit
+        self.memory = memory
+
+    def _remembered(
+        self,
+        units: Sequence[Unit],
+        pairs: Sequence[PairDecision],
+        entities: tuple[EntityContext, EntityContext],
+    ) -> list[PairDecision]:
+        """Undecided pairs a person already answered take that answer (tier remembered)."""
+        if self.memory is None or not len(self.memory):
+            return list(pairs)
+        resolved = []
+        for p in pairs:
+            answer = None
+            if p.verdict == "undecided":
+                key = pair_key(
+                    units[p.a].relation.to_dict(), units[p.b].relation.to_dict(), entities
+                )
+                answer = self.memory.get(key)
+            if answer is None:
+                resolved.append(p)
+            else:
+                verdict: Verdict = "merge" if answer == "merge" else "keep"
+                resolved.append(
+                    PairDecision(
+                        p.a, p.b, verdict, "remembered", hard=verdict == "keep", scores=p.scores
+                    )
+                )
+        return resolved
 
     def _ids(self, units: Sequence[Unit]) -> list[str]:
         return member_ids(units, self.originals)
@@ -62,6 +93,7 @@ class BlockDecider:
         pairs: Sequence[PairDecision],
         entities: tuple[EntityContext, EntityContext],
     ) -> BlockResult:
+        pairs = self._remembered(units, pairs, entities)
         hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
         scores = {(p.a, p.b): p.scores for p in pairs}
         result = BlockResult(clusters=[])
@@ -95,6 +127,19 @@ class BlockDecider:
             result.llm_needed_pairs = len(pending)
             for p in pending.values():
                 result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
+                ids = self._ids([units[p.a], units[p.b]])
+                why = f"no language model; the rules could not decide (tier {p.tier}"
+                why += f", guards: {', '.join(p.guards)})" if p.guards else ")"
+                result.clarifications.append(
+                    clarification(
+                        [units[p.a].relation, units[p.b].relation],
+                        ids,
+                        entities,
+                        p.scores,
+                        why,
+                        self.config.unsure_policy,
+                    )
+                )
             return result
         return await self._ask(
             units, hard, joined, pending, auto.clusters(), entities, result, scores

@@ -13,6 +13,7 @@ from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSu
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.review.memory import AnswerMemory
 from relmerge.stages.semantic.block import BlockDecider, BlockResult
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.features import RelationFeatures, relation_features
@@ -79,6 +80,7 @@ class SemanticStage:
         entities: Mapping[str, EntityContext] | None = None,
         known_distinct: set[Pair] | None = None,
         on_block_done: Callable[[int], None] = lambda n: None,
+        memory: AnswerMemory | None = None,
     ) -> None:
         self.config = config
         self.llm = llm
@@ -88,7 +90,9 @@ class SemanticStage:
         self.known_distinct = known_distinct or set()
         self.on_block_done = on_block_done
         self.lexicon = _lexicon(config)
-        self._decider = BlockDecider(config, llm, originals, asyncio.Semaphore(config.concurrency))
+        self._decider = BlockDecider(
+            config, llm, originals, asyncio.Semaphore(config.concurrency), memory
+        )
 
     def _entity(self, entity_id: str, name: str) -> EntityContext:
         known = self.entities.get(entity_id)

@@ -1,0 +1,1 @@
+"""Human clarification: remembered answers, the review queue, and clarifier providers."""

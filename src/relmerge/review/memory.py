@@ -1,0 +1,101 @@
+"""Remembered answers: a person's merge / keep_both for a pair of relations in a context.
+
+The key covers what the question is about — both relations' content (type, name,
+description, attributes; not ids or chunks) and the entity context (names, profiles) —
+so the same question is never asked twice: by the judge, by a later batch, by another run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from relmerge.prompts.context import EntityContext
+
+Answer = Literal["merge", "keep_both"]
+ANSWERS = ("merge", "keep_both")
+
+
+def _content(relation: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(
+        {
+            "type": relation["type"],
+            "name": relation["name"],
+            "description": relation["description"],
+            "attributes": relation.get("attributes") or {},
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def pair_key(a: Mapping[str, Any], b: Mapping[str, Any], entities: Sequence[EntityContext]) -> str:
+    """Order-free key of the question "do ``a`` and ``b`` state the same fact here?"."""
+    relations = sorted((_content(a), _content(b)))
+    context = sorted(orjson.dumps([e.name, e.profile or ""]) for e in entities)
+    digest = hashlib.sha256(b"\n".join([*relations, b"--", *context])).hexdigest()
+    return digest[:32]
+
+
+class AnswerMemory:
+    """Pair answers in memory, optionally persisted to a JSONL file (appended)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._answers: dict[str, Answer] = {}
+        if path is not None and path.is_file():
+            for line in path.read_bytes().splitlines():
+                if line.strip():
+                    item = orjson.loads(line)
+                    if item.get("answer") in ANSWERS:
+                        self._answers[item["key"]] = item["answer"]
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, key: str) -> Answer | None:
+        return self._answers.get(key)
+
+    def remember(self, key: str, answer: Answer, **extra: Any) -> None:
+        if self._answers.get(key) == answer:
+            return
+        self._answers[key] = answer
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("ab") as handle:
+                handle.write(orjson.dumps({"key": key, "answer": answer, **extra}) + b"\n")
+
+    def remember_group(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        entities: Sequence[EntityContext],
+        answer: Answer,
+        **extra: Any,
+    ) -> None:
+        """A group answer holds for every pair of the group."""
+        for i, a in enumerate(records):
+            for b in records[i + 1 :]:
+                self.remember(pair_key(a, b, entities), answer, **extra)
+
+
+def entities_of(item: Mapping[str, Any]) -> list[EntityContext]:
+    """The entity context stored in a clarification item."""
+    return [
+        EntityContext(e["entity_id"], e["name"], e.get("profile"), e.get("type"))
+        for e in item.get("context", {}).get("entities", [])
+    ]
+
+
+def memory_from_answers(
+    clarifications: Iterable[Mapping[str, Any]], answers: Mapping[str, Answer]
+) -> AnswerMemory:
+    """Pair answers from a run's answered clarifications (``answers``: id → answer)."""
+    memory = AnswerMemory()
+    for item in clarifications:
+        answer = answers.get(item["id"])
+        if answer in ANSWERS:
+            memory.remember_group(item["records"], entities_of(item), answer)
+    return memory

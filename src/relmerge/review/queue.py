@@ -1,0 +1,81 @@
+"""The review queue of a run directory: ``clarifications.jsonl`` + ``answers.jsonl``.
+
+Questions come from the run; answers (``{"id", "answer"}``, one line each, last one wins)
+are written by ``relmerge review`` or by an app, and applied by the next run into the
+same directory. Each save rewrites ``answers.jsonl`` atomically, so two processes never see
+half a file and a crash loses at most the answer being typed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from relmerge.errors import InputError
+from relmerge.review.memory import ANSWERS, Answer, AnswerMemory, memory_from_answers
+
+CLARIFICATIONS_FILE = "clarifications.jsonl"
+ANSWERS_FILE = "answers.jsonl"
+MEMORY_FILE = "answer_memory.jsonl"
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    items = []
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise InputError(f"{path}:{number}: not valid JSON") from None
+        if isinstance(item, dict):
+            items.append(item)
+    return items
+
+
+class ReviewQueue:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.questions = _read_jsonl(self.root / CLARIFICATIONS_FILE)
+        self.answers: dict[str, Answer] = {}
+        for item in _read_jsonl(self.root / ANSWERS_FILE):
+            if item.get("answer") in ANSWERS and isinstance(item.get("id"), str):
+                self.answers[item["id"]] = item["answer"]
+
+    def pending(self) -> list[dict[str, Any]]:
+        return [q for q in self.questions if q["id"] not in self.answers]
+
+    def question(self, question_id: str) -> dict[str, Any]:
+        for question in self.questions:
+            if question["id"] == question_id:
+                return question
+        raise InputError(f"no pending question {question_id!r} in {self.root}")
+
+    def answer(self, question_id: str, answer: str) -> None:
+        if answer not in ANSWERS:
+            raise InputError(f"an answer is 'merge' or 'keep_both', not {answer!r}")
+        self.question(question_id)
+        self.answers[question_id] = answer  # type: ignore[assignment]
+        self._save()
+
+    def undo(self, question_id: str) -> None:
+        self.answers.pop(question_id, None)
+        self._save()
+
+    def memory(self) -> AnswerMemory:
+        return memory_from_answers(self.questions, self.answers)
+
+    def _save(self) -> None:
+        path = self.root / ANSWERS_FILE
+        data = b"".join(
+            orjson.dumps({"id": key, "answer": value}) + b"\n"
+            for key, value in self.answers.items()
+        )
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
