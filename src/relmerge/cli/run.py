@@ -8,20 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
-from relmerge.config import (
-    DeduplicateRelationsConfig,
-    EmbeddingSettings,
-    FileConfig,
-    LLMSettings,
-    format_validation_error,
-    load_toml_config,
-)
-from relmerge.errors import ConfigError
 from relmerge.io.load import read_entities, read_input, read_json_file
 from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
@@ -47,31 +38,6 @@ def answer_memory(out: Path) -> AnswerMemory:
     return memory
 
 
-def resolve_settings(
-    file_config: FileConfig,
-    step_overrides: dict[str, Any],
-    llm_overrides: dict[str, Any],
-    embedding_overrides: dict[str, Any] | None = None,
-) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
-    """Config file first, command-line flags over it; one typed config comes out."""
-    step = {**file_config.step, **{k: v for k, v in step_overrides.items() if v is not None}}
-    llm = {**file_config.llm, **{k: v for k, v in llm_overrides.items() if v is not None}}
-    llm.setdefault("provider", "openai" if llm.get("base_url") else "none")
-    try:
-        settings = LLMSettings(**llm)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, "LLM settings")) from None
-    embedding = {
-        **file_config.embedding,
-        **{k: v for k, v in (embedding_overrides or {}).items() if v is not None},
-    }
-    try:
-        embedding_settings = EmbeddingSettings(**embedding)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, "embedding settings")) from None
-    return DeduplicateRelationsConfig(**step), settings, embedding_settings
-
-
 @click.command("run", short_help="Deduplicate a batch of relations into OUT.")
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option(
@@ -87,48 +53,11 @@ def resolve_settings(
     type=click.Path(path_type=Path),
     help="JSON object: old entity id -> canonical id (from entity dedup).",
 )
-@click.option(
-    "--llm",
-    "llm_provider",
-    type=click.Choice(["none", "openai"]),
-    default=None,
-    help="Language model provider [default: none, or openai when a base URL is given].",
-)
-@click.option("--llm-base-url", help="Base URL of an OpenAI-compatible endpoint (…/v1).")
-@click.option("--llm-model", help="Model name to ask for.")
-@click.option(
-    "--llm-api-key-env", help="Environment variable holding the API key [default: OPENAI_API_KEY]."
-)
-@click.option(
-    "--response-format",
-    type=click.Choice(["json_schema", "json_object", "none"]),
-    help="How to ask the server for JSON [default: json_schema].",
-)
-@click.option("--llm-timeout", type=float, help="Seconds before a request times out [60].")
-@click.option(
-    "--entities",
-    "entities_path",
-    type=click.Path(path_type=Path),
-    help="JSONL of entities {entity_id, name, type, profile}: context for the judge.",
-)
-@click.option(
-    "--embedding",
-    "embedding_provider",
-    type=click.Choice(["use", "hash", "openai"]),
-    help="Embedder of the semantic stage [default: use, the offline multilingual USE].",
-)
-@click.option("--embedding-base-url", help="Base URL of an OpenAI-compatible embeddings API.")
-@click.option("--embedding-model", help="Embedding model name for --embedding openai.")
+@model_options
 @click.option(
     "--semantic/--no-semantic", default=None, help="Run the semantic merge stage [default: on]."
 )
 @click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="TOML file: step settings at top level, provider settings under [llm].",
-)
 @click.option(
     "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
 )
@@ -142,42 +71,17 @@ def run_command(
     input_path: Path,
     out: Path,
     entity_mapping: Path | None,
-    llm_provider: str | None,
-    llm_base_url: str | None,
-    llm_model: str | None,
-    llm_api_key_env: str | None,
-    response_format: str | None,
-    llm_timeout: float | None,
-    entities_path: Path | None,
-    embedding_provider: str | None,
-    embedding_base_url: str | None,
-    embedding_model: str | None,
     semantic: bool | None,
     concurrency: int | None,
-    config_path: Path | None,
     overwrite: bool,
     dry_run: bool,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
     an object-store directory with relation_keys.json) and write the results to OUT."""
-    file_config = load_toml_config(config_path) if config_path else FileConfig()
-    config, settings, embedding_settings = resolve_settings(
-        file_config,
-        {"semantic_merge": semantic, "concurrency": concurrency},
-        {
-            "provider": llm_provider,
-            "base_url": llm_base_url,
-            "model": llm_model,
-            "api_key_env": llm_api_key_env,
-            "response_format": response_format,
-            "timeout": llm_timeout,
-        },
-        {
-            "provider": embedding_provider,
-            "base_url": embedding_base_url,
-            "model": embedding_model,
-        },
+    config, settings, embedding_settings = resolve_options(
+        options, {"semantic_merge": semantic, "concurrency": concurrency}
     )
     if dry_run:
         raws = asyncio.run(read_input(input_path))
@@ -190,7 +94,7 @@ def run_command(
         return
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings) if config.semantic_merge else None
-    entities = read_entities(entities_path) if entities_path else []
+    entities = read_entities(options["entities_path"]) if options["entities_path"] else []
     raws = asyncio.run(read_input(input_path))
     # The batch lives until the process ends: keep the collector from rescanning it.
     gc.freeze()
