@@ -10,8 +10,11 @@ def test_public_names_are_curated() -> None:
         "DeduplicateRelationsConfig",
         "DictContext",
         "ExtractedRelation",
+        "JudgeContext",
+        "RelationJudge",
         "RelmergeError",
         "StepIssue",
+        "Verdict",
     ]
     for name in relmerge.__all__:
         assert getattr(relmerge, name) is not None

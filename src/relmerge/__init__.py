@@ -9,6 +9,7 @@
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import DictContext
 from relmerge.errors import RelmergeError
+from relmerge.judge_api import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
 from relmerge.step import DeduplicateRelations
 
@@ -18,6 +19,9 @@ __all__ = [
     "DeduplicateRelationsConfig",
     "DictContext",
     "ExtractedRelation",
+    "JudgeContext",
+    "RelationJudge",
     "RelmergeError",
     "StepIssue",
+    "Verdict",
 ]

@@ -47,6 +47,17 @@ class ReviewQueue:
             if item.get("answer") in ANSWERS and isinstance(item.get("id"), str):
                 self.answers[item["id"]] = item["answer"]
 
+    def add(self, question: dict[str, Any]) -> None:
+        """Add a question (from the judge API or a clarifier) unless it is already there."""
+        if any(q["id"] == question["id"] for q in self.questions):
+            return
+        self.questions.append(question)
+        self.root.mkdir(parents=True, exist_ok=True)
+        _write_atomic(
+            self.root / CLARIFICATIONS_FILE,
+            b"".join(orjson.dumps(q) + b"\n" for q in self.questions),
+        )
+
     def pending(self) -> list[dict[str, Any]]:
         return [q for q in self.questions if q["id"] not in self.answers]
 
@@ -71,11 +82,17 @@ class ReviewQueue:
         return memory_from_answers(self.questions, self.answers)
 
     def _save(self) -> None:
-        path = self.root / ANSWERS_FILE
-        data = b"".join(
-            orjson.dumps({"id": key, "answer": value}) + b"\n"
-            for key, value in self.answers.items()
+        self.root.mkdir(parents=True, exist_ok=True)
+        _write_atomic(
+            self.root / ANSWERS_FILE,
+            b"".join(
+                orjson.dumps({"id": key, "answer": value}) + b"\n"
+                for key, value in self.answers.items()
+            ),
         )
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

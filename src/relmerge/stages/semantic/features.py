@@ -40,7 +40,9 @@ def relation_features(relation: ExtractedRelation, lexicon: Lexicon) -> Relation
     name = normalize_key_text(relation.name)
     description = normalize_key_text(relation.description)
     attributes = " ".join(normalize_key_text(v) for v in relation.attributes.values())
-    text = f"{name} {description} {attributes}".strip()
+    # A relation given as plain text has its text as both name and description: once.
+    body = name if description == name else f"{name} {description}"
+    text = f"{body} {attributes}".strip()
     roles = {role for role, terms in lexicon.roles.items() if terms.any_in(name)}
     if not roles:
         roles = {role for role, terms in lexicon.roles.items() if terms.any_in(description)}

@@ -15,4 +15,6 @@ from relmerge.model import ExtractedRelation
 def embedding_text(relation: ExtractedRelation, description_chars: int) -> str:
     description = relation.description[:description_chars]
     attributes = " ".join(f"{k}: {v}" for k, v in relation.attributes.items())
+    if description == relation.name:
+        return f"{description} {attributes}".strip()
     return f"{relation.name}: {description} {attributes}".strip()
