@@ -26,7 +26,7 @@ def judge(llm: Any = None, **kwargs: Any) -> RelationJudge:
     return RelationJudge(llm=llm, embedder=HashEmbedder(), **kwargs)
 
 
-def verdict_answer(verdict: str, duplicate_of: str | None = None):  # type: ignore[no-untyped-def]
+def verdict_answer(verdict: str, duplicate_of: str | None = None):
     def script(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
         return {"verdict": verdict, "reason": "scripted", "duplicate_of": duplicate_of}
 

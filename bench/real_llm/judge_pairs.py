@@ -228,7 +228,9 @@ def start_server(args: argparse.Namespace, log_path: Path) -> subprocess.Popen[b
         command += ["--chat_format", args.chat_format]
     print("$ " + " ".join(command), flush=True)
     log = log_path.open("wb")
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    # OpenMP threads that spin-wait for a busy core stall llama.cpp; let them sleep.
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
 # --------------------------------------------------------------------------- judging
@@ -440,7 +442,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="chatml",
         help="llama-cpp-python chat format (Qwen2.5 speaks ChatML); auto = the GGUF's template",
     )
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama.cpp threads; 1 is fastest on this 2-core machine while anything else "
+        "runs (2 threads spin-wait against other processes: 5-20x slower)",
+    )
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per request")
     parser.add_argument(

@@ -40,7 +40,7 @@ class CallbackClarifier:
 
     def __init__(
         self,
-        callback: Callable[[dict[str, Any]], Awaitable[Answer | None]],
+        callback: Callable[[dict[str, Any]], Awaitable[str | None]],
         timeout: float = 30.0,
         queue: ReviewQueue | None = None,
     ) -> None:
@@ -53,11 +53,13 @@ class CallbackClarifier:
             answer = await asyncio.wait_for(self.callback(question), self.timeout)
         except TimeoutError:
             answer = None
-        if answer not in ("merge", "keep_both"):
-            if self.queue is not None:
-                self.queue.add(question)
-            return None
-        return answer
+        if answer == "merge":
+            return "merge"
+        if answer == "keep_both":
+            return "keep_both"
+        if self.queue is not None:
+            self.queue.add(question)
+        return None
 
 
 class TerminalClarifier:
