@@ -70,6 +70,7 @@ import cProfile
 import gc
 import importlib.metadata
 import io
+import itertools
 import json
 import os
 import pstats
@@ -353,6 +354,13 @@ def run_heta(python: Path, path: Path, size: int, embedding: str, limit: float) 
     report["last_embed"] = progress[-1] if progress else None
     if progress:
         report["first_embed"] = progress[0]
+        # Rounds that re-embedded as many groups as the round before: nothing merged.
+        stalled = [
+            call["round"]
+            for before, call in itertools.pairwise(progress)
+            if call["round"] > 0 and call["texts"] == before["texts"]
+        ]
+        report["rounds_without_progress"] = len(stalled)
     if not finished:
         report["finished"] = False
         report["seconds"] = None
@@ -456,6 +464,11 @@ def _heta_line(heta: dict[str, Any], ours: dict[str, Any] | None) -> dict[str, A
         if last
         else "no embedding call yet (still in the exact stage)"
     )
+    if heta.get("rounds_without_progress"):
+        reached += (
+            f"; {heta['rounds_without_progress']} rounds re-clustered the same number of "
+            "groups (Heta's semantic loop has no round limit)"
+        )
     comparison: dict[str, Any] = {
         "size": size,
         "heta_finished": heta["finished"],

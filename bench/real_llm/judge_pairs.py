@@ -299,6 +299,7 @@ async def judge_all(args: argparse.Namespace, pairs: list[Pair]) -> list[Row]:
             llm = CountingModel(provider)
             started = time.perf_counter()
             prompt_tokens = completion_tokens = 0
+            verdict: str
             try:
                 outcome, result = await ask_judge(llm, [existing], candidate, pair_entities, config)
                 verdict, reason = outcome.verdict, outcome.reason

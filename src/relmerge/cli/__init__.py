@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from relmerge.cli.eval import eval_command
+from relmerge.cli.judge import judge_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
 from relmerge.errors import RelmergeError
@@ -43,5 +44,6 @@ def main() -> None:
 main.add_command(run_command)
 main.add_command(eval_command)
 main.add_command(review_command)
+main.add_command(judge_command)
 
 __all__ = ["main"]

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from click.testing import CliRunner
+
+from relmerge.cli import main
+from tests.support.llm_server import LLMServer, json_reply
+
+DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
+
+
+def judge(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["judge", "--embedding", "hash", *args])
+    return result.exit_code, result.output
+
+
+def test_plain_text_duplicate_merges_by_the_rules() -> None:
+    code, text = judge(
+        "--candidate",
+        "ally in the quest",
+        "--existing",
+        "Ally in the quest.",
+        "--source-name",
+        "Felix",
+        "--target-name",
+        "Iselde",
+        "--json",
+    )
+    assert code == 0, text
+    verdict = orjson.loads(text)
+    assert set(verdict) >= {"decision", "tier", "scores", "matched_relation_id", "reason"}
+    assert (verdict["decision"], verdict["tier"]) == ("merge", "fuzzy_high")
+    assert verdict["matched_relation_id"] == "existing_1"
+
+
+def test_llm_sees_the_profiles_from_the_entities_file(tmp_path: Path) -> None:
+    entities = tmp_path / "entities.jsonl"
+    entities.write_text(
+        '{"entity_id": "char_felix", "name": "Felix", "profile": "A young cartographer."}\n'
+        '{"entity_id": "char_iselde", "name": "Iselde", "profile": "Heir of the marshes."}\n'
+    )
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text('{"char_felix_fr": "char_felix"}')
+    candidate = {
+        "source_entity_id": "char_felix_fr",
+        "target_entity_id": "char_iselde",
+        "name": "allié dans la quête",
+        "description": "Félix accompagne Iselde dans la quête.",
+    }
+    existing = [
+        {
+            "relation_id": "r_old",
+            "source_entity_id": "char_felix",
+            "target_entity_id": "char_iselde",
+            "name": "companion of",
+            "description": "Felix travels with Iselde on the road north.",
+        }
+    ]
+    with LLMServer(
+        handler=lambda body: json_reply(
+            {"verdict": "merge", "reason": "same journey", "duplicate_of": "r_old"}
+        )
+    ) as server:
+        code, text = judge(
+            "--candidate",
+            orjson.dumps(candidate).decode(),
+            "--existing",
+            orjson.dumps(existing).decode(),
+            "--entities",
+            str(entities),
+            "--entity-mapping",
+            str(mapping),
+            "--llm-base-url",
+            server.base_url,
+            "--llm-model",
+            "m",
+            "--json",
+        )
+        prompt = server.requests[0]["messages"][1]["content"] if server.requests else ""
+    assert code == 0, text
+    verdict = orjson.loads(text)
+    assert (verdict["decision"], verdict["tier"], verdict["matched_relation_id"]) == (
+        "merge",
+        "llm",
+        "r_old",
+    )
+    assert "A young cartographer." in prompt and "Heir of the marshes." in prompt
+
+
+def test_human_readable_output_and_bad_input_exit_2() -> None:
+    code, text = judge("--candidate", "messenger", "--existing", "weaver of the order")
+    assert code == 0 and "keep_both" in text and "tier" in text
+    code, text = judge("--candidate", '{"name": ', "--existing", "x")
+    assert code == 2 and "not valid" in text
+    code, text = judge("--candidate", "x")
+    assert code == 2 and "--existing" in text
