@@ -1,0 +1,123 @@
+"""The incremental judge on the labelled hard pairs of the dev set.
+
+    python bench/judge_pairs.py [--dev ../shared/data/dev] [--error-rate 0.0]
+
+Each line of ``pairs_hard.jsonl`` is an ``existing`` relation, a ``candidate`` and a label
+(merge / keep_both). :class:`relmerge.RelationJudge` checks the candidate against the
+existing relation with both entities' profiles, asking the gold-answering judge server
+(``bench/judge_server.py``, on 127.0.0.1) only when its tiers cannot decide. Pairs whose
+ids are not in ``gold.jsonl`` are answered from the pair's own label. Prints accuracy,
+LLM requests per pair, decisions by tier, and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import JudgeServer
+from relmerge import JudgeContext, RelationJudge
+from relmerge.eval.gold import load_gold
+from relmerge.io.load import read_entities
+from relmerge.providers.gold import GoldJudge
+from relmerge.providers.openai_compat import OpenAICompatibleModel
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_pairs(dev: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (dev / "pairs_hard.jsonl").read_text().splitlines()]
+
+
+def extended_gold(gold: dict[str, str], pairs: list[dict[str, Any]]) -> dict[str, str]:
+    """Gold plus labels for the pairs' own ids (some exist only in pairs_hard.jsonl)."""
+    extended = dict(gold)
+    for index, pair in enumerate(pairs):
+        old, new = pair["existing"]["relation_id"], pair["candidate"]["relation_id"]
+        same = pair["label"] == "merge"
+        if old not in extended:
+            extended[old] = extended.get(new, f"pair:{index}") if same else f"pair:{index}:old"
+        if new not in extended:
+            extended[new] = extended[old] if same else f"pair:{index}:new"
+    return extended
+
+
+def canonical(relation: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    return {
+        **relation,
+        "source_entity_id": mapping.get(relation["source_entity_id"], relation["source_entity_id"]),
+        "target_entity_id": mapping.get(relation["target_entity_id"], relation["target_entity_id"]),
+    }
+
+
+async def judge_all(dev: Path, base_url: str) -> list[dict[str, Any]]:
+    mapping = json.loads((dev / "entity_id_mapping.json").read_text())
+    profiles = {e.entity_id: e for e in read_entities(dev / "entities.jsonl")}
+    llm = OpenAICompatibleModel(base_url=base_url, model="gold-judge")
+    judge = RelationJudge(llm=llm)
+    rows = []
+    for pair in load_pairs(dev):
+        existing = canonical(pair["existing"], mapping)
+        candidate = canonical(pair["candidate"], mapping)
+        source = profiles.get(existing["source_entity_id"])
+        target = profiles.get(existing["target_entity_id"])
+        context = JudgeContext(
+            source_name=source.name if source else existing["source_entity_name"],
+            target_name=target.name if target else existing["target_entity_name"],
+            source_profile=source.profile if source else None,
+            target_profile=target.profile if target else None,
+            source_id=existing["source_entity_id"],
+            target_id=existing["target_entity_id"],
+        )
+        verdict = await judge.check(candidate, [existing], context)
+        rows.append({"label": pair["label"], **verdict.model_dump(mode="json")})
+    await llm.aclose()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dev", type=Path, default=REPO.parent / "shared" / "data" / "dev")
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    args = parser.parse_args()
+    gold = extended_gold(load_gold(args.dev / "gold.jsonl"), load_pairs(args.dev))
+    with JudgeServer(GoldJudge(gold, args.error_rate)) as server:
+        rows = asyncio.run(judge_all(args.dev, server.base_url))
+        requests = server.requests
+    correct = sum(1 for r in rows if r["decision"] == r["label"])
+    by_tier: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for row in rows:
+        by_tier[row["tier"]][0] += 1
+        by_tier[row["tier"]][1] += row["decision"] == row["label"]
+    print(
+        f"pairs {len(rows)}  accuracy {correct / len(rows):.3f}  "
+        f"LLM requests {requests} ({requests / len(rows):.2f} per pair)"
+    )
+    for tier, (count, right) in sorted(by_tier.items()):
+        print(f"  {tier:<15} {count:>3} decided, {right:>3} right")
+    for row in rows:
+        if row["decision"] != row["label"]:
+            print(
+                f"  wrong: label {row['label']}, said {row['decision']} ({row['tier']}): "
+                f"{row['reason'][:100]}"
+            )
+    figures = {
+        "pairs": len(rows),
+        "accuracy": round(correct / len(rows), 4),
+        "llm_requests": requests,
+        "llm_requests_per_pair": round(requests / len(rows), 3),
+        "by_tier": {tier: {"decided": c, "right": r} for tier, (c, r) in by_tier.items()},
+        "error_rate": args.error_rate,
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
