@@ -27,8 +27,7 @@ from rapidfuzz import fuzz
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import InputError
 from relmerge.model import ExtractedRelation
-from relmerge.prompts.base import truncate
-from relmerge.prompts.context import EntityContext
+from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
@@ -250,20 +249,6 @@ class RelationJudge:
             reason = "the LLM was unsure"
         return await self._clarify(new, olds, undecided, entities, best_scores, reason)
 
-    def _record(self, relation: ExtractedRelation, forward: tuple[str, str]) -> dict[str, Any]:
-        return {
-            "relation_id": relation.relation_id,
-            "source_entity_name": relation.source_entity_name,
-            "target_entity_name": relation.target_entity_name,
-            "direction": "A->B"
-            if (relation.source_entity_id, relation.target_entity_id) == forward
-            else "B->A",
-            "type": relation.type,
-            "name": relation.name,
-            "description": truncate(relation.description, self.config.prompt_description_chars),
-            "attributes": relation.attributes,
-        }
-
     async def _ask_llm(
         self,
         new: ExtractedRelation,
@@ -275,8 +260,8 @@ class RelationJudge:
         try:
             outcome, _ = await ask_judge(
                 self.llm,
-                [self._record(r, forward) for r in olds],
-                self._record(new, forward),
+                [directed_record(r, forward, self.config.prompt_description_chars) for r in olds],
+                directed_record(new, forward, self.config.prompt_description_chars),
                 entities,
                 self.config,
             )

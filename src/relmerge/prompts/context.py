@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from relmerge.model import ExtractedRelation
+from relmerge.prompts.base import truncate
 
 
 @dataclass(frozen=True)
@@ -41,3 +45,21 @@ RULES = """Rules for "same fact":
 7. Opposite meanings (ally / enemy, supports / opposes) are different facts.
 8. Near-synonyms (ally / companion) are one relationship for some pairs and two aspects
    for others: the profiles and descriptions decide."""
+
+
+def directed_record(
+    relation: ExtractedRelation, forward: tuple[str, str], description_chars: int
+) -> dict[str, Any]:
+    """A relation as the semantic prompts show it, with its direction relative to A → B."""
+    return {
+        "relation_id": relation.relation_id,
+        "source_entity_name": relation.source_entity_name,
+        "target_entity_name": relation.target_entity_name,
+        "direction": "A->B"
+        if (relation.source_entity_id, relation.target_entity_id) == forward
+        else "B->A",
+        "type": relation.type,
+        "name": relation.name,
+        "description": truncate(relation.description, description_chars),
+        "attributes": relation.attributes,
+    }

@@ -18,8 +18,7 @@ from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.model import Decision, ExtractedRelation
-from relmerge.prompts.base import truncate
-from relmerge.prompts.context import EntityContext
+from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.base import LanguageModel
 from relmerge.review.memory import AnswerMemory, pair_key
 from relmerge.stages.llm_merge import GroupFailed
@@ -218,21 +217,10 @@ class BlockDecider:
     def _record(
         self, units: Sequence[Unit], cluster: list[int], forward: tuple[str, str]
     ) -> dict[str, Any]:
-        unit = units[cluster[0]]
-        relation = unit.relation
         originals = self._ids([units[i] for i in cluster])
-        record: dict[str, Any] = {
-            "relation_id": relation.relation_id,
-            "source_entity_name": relation.source_entity_name,
-            "target_entity_name": relation.target_entity_name,
-            "direction": "A->B"
-            if (relation.source_entity_id, relation.target_entity_id) == forward
-            else "B->A",
-            "type": relation.type,
-            "name": relation.name,
-            "description": truncate(relation.description, self.config.prompt_description_chars),
-            "attributes": relation.attributes,
-        }
+        record = directed_record(
+            units[cluster[0]].relation, forward, self.config.prompt_description_chars
+        )
         if len(originals) > 1:
             record["mentions"] = len(originals)
             record["merged_from"] = originals[:5]

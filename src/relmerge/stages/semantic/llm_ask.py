@@ -4,46 +4,14 @@ keeps what the tiers decided and is reported."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.errors import InvalidAnswerError, ProviderError
 from relmerge.prompts import cluster_relations, judge_pair
 from relmerge.prompts.context import EntityContext
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
-from relmerge.stages.llm_merge import GroupFailed
-
-T = TypeVar("T")
-
-
-async def ask_validated(
-    llm: LanguageModel,
-    build: Callable[[list[tuple[str, str]]], LLMRequest],
-    validate: Callable[[Any], T],
-    max_attempts: int,
-) -> tuple[T, LLMResult]:
-    """Send, parse, validate; retry with feedback up to ``max_attempts`` times."""
-    feedback: list[tuple[str, str]] = []
-    reason = "no attempt was made"
-    for _ in range(max_attempts):
-        try:
-            result = await llm.invoke(build(feedback))
-        except ProviderError as error:
-            if not error.retryable:
-                raise
-            reason = f"the model endpoint failed: {error}"
-            continue
-        if result.parsed is None:
-            reason = "LLM output is not valid JSON."
-            feedback.append((result.text[:4000], reason))
-            continue
-        try:
-            return validate(result.parsed), result
-        except InvalidAnswerError as error:
-            reason = str(error)
-            feedback.append((result.text[:4000], reason))
-    raise GroupFailed(reason)
+from relmerge.providers.base import LanguageModel, LLMResult
+from relmerge.stages.llm_retry import ask_validated
 
 
 async def ask_cluster(

@@ -1,0 +1,53 @@
+"""One LLM question with validated retries, shared by every task.
+
+Each retry tells the model what was invalid about its previous answer. A provider error
+that retrying cannot fix (bad key, unknown model) is raised and stops the run; transient
+ones count as a failed attempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from relmerge.errors import InvalidAnswerError, ProviderError
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+
+T = TypeVar("T")
+
+
+class GroupFailed(Exception):
+    """Every attempt was invalid; ``reason`` is the last problem seen."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+async def ask_validated(
+    llm: LanguageModel,
+    build: Callable[[list[tuple[str, str]]], LLMRequest],
+    validate: Callable[[Any], T],
+    max_attempts: int,
+) -> tuple[T, LLMResult]:
+    """Send, parse, validate; retry with feedback up to ``max_attempts`` times."""
+    feedback: list[tuple[str, str]] = []
+    reason = "no attempt was made"
+    for _ in range(max_attempts):
+        try:
+            result = await llm.invoke(build(feedback))
+        except ProviderError as error:
+            if not error.retryable:
+                raise
+            reason = f"the model endpoint failed: {error}"
+            continue
+        if result.parsed is None:
+            reason = "LLM output is not valid JSON."
+            feedback.append((result.text[:4000], reason))
+            continue
+        try:
+            return validate(result.parsed), result
+        except InvalidAnswerError as error:
+            reason = str(error)
+            feedback.append((result.text[:4000], reason))
+    raise GroupFailed(reason)
