@@ -1,6 +1,6 @@
 """The incremental judge on the labelled hard pairs of the dev set.
 
-    python bench/judge_pairs.py [--dev ../shared/data/dev] [--error-rate 0.0]
+    python bench/hard_pairs.py [--dev ../shared/data/dev] [--error-rate 0.0]
 
 Each line of ``pairs_hard.jsonl`` is an ``existing`` relation, a ``candidate`` and a label
 (merge / keep_both). :class:`relmerge.RelationJudge` checks the candidate against the
