@@ -152,3 +152,16 @@ async def test_batch_form_asks_identical_questions_once() -> None:
     verdicts = await judge(llm).check_many(checks)
     assert [v.decision for v in verdicts] == ["keep_both"] * 3
     assert len(llm.requests) == 1
+
+
+async def test_terminal_clarifier_reads_the_answer(monkeypatch: Any) -> None:
+    import io
+
+    from relmerge.review.clarifiers import TerminalClarifier
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("k\n"))
+    the_judge = judge(ScriptedLLM(verdict_answer("unsure")), clarifier=TerminalClarifier())
+    verdict = await the_judge.check(
+        "ally forged through shared battle", ["companion met during the Council"], CONTEXT
+    )
+    assert (verdict.decision, verdict.tier) == ("keep_both", "human")
