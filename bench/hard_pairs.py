@@ -1,6 +1,7 @@
 """The incremental judge on the labelled hard pairs of the dev set.
 
     python bench/hard_pairs.py [--dev ../shared/data/dev] [--error-rate 0.0]
+    python bench/hard_pairs.py --base-url http://127.0.0.1:8791/v1 --model NAME  # a real LLM
 
 Each line of ``pairs_hard.jsonl`` is an ``existing`` relation, a ``candidate`` and a label
 (merge / keep_both). :class:`relmerge.RelationJudge` checks the candidate against the
@@ -57,10 +58,17 @@ def canonical(relation: dict[str, Any], mapping: dict[str, str]) -> dict[str, An
     }
 
 
-async def judge_all(dev: Path, base_url: str) -> list[dict[str, Any]]:
+async def judge_all(
+    dev: Path, base_url: str, model: str = "gold-judge", response_format: str = "json_schema"
+) -> list[dict[str, Any]]:
     mapping = json.loads((dev / "entity_id_mapping.json").read_text())
     profiles = {e.entity_id: e for e in read_entities(dev / "entities.jsonl")}
-    llm = OpenAICompatibleModel(base_url=base_url, model="gold-judge")
+    llm = OpenAICompatibleModel(
+        base_url=base_url,
+        model=model,
+        response_format=response_format,  # type: ignore[arg-type]
+        timeout=300,
+    )
     judge = RelationJudge(llm=llm)
     rows = []
     for pair in load_pairs(dev):
@@ -86,11 +94,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=REPO.parent / "shared" / "data" / "dev")
     parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--base-url", help="a real OpenAI-compatible server instead of gold")
+    parser.add_argument("--model", default="gold-judge")
+    parser.add_argument("--response-format", default="json_object")
     args = parser.parse_args()
     gold = extended_gold(load_gold(args.dev / "gold.jsonl"), load_pairs(args.dev))
-    with JudgeServer(GoldJudge(gold, args.error_rate)) as server:
-        rows = asyncio.run(judge_all(args.dev, server.base_url))
-        requests = server.requests
+    if args.base_url:
+        rows = asyncio.run(judge_all(args.dev, args.base_url, args.model, args.response_format))
+        requests = sum(row["llm_requests"] for row in rows)
+    else:
+        with JudgeServer(GoldJudge(gold, args.error_rate)) as server:
+            rows = asyncio.run(judge_all(args.dev, server.base_url))
+            requests = server.requests
     correct = sum(1 for r in rows if r["decision"] == r["label"])
     by_tier: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
     for row in rows:
@@ -115,6 +130,8 @@ def main() -> None:
         "llm_requests_per_pair": round(requests / len(rows), 3),
         "by_tier": {tier: {"decided": c, "right": r} for tier, (c, r) in by_tier.items()},
         "error_rate": args.error_rate,
+        "model": args.model,
+        "policy_decided": sum(1 for r in rows if r["tier"] == "policy"),
     }
     print(json.dumps(figures))
 

@@ -33,7 +33,7 @@ from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.review.clarifiers import Clarifier
 from relmerge.review.memory import AnswerMemory, pair_key
-from relmerge.stages.llm_merge import GroupFailed
+from relmerge.stages.llm_retry import GroupFailed
 from relmerge.stages.semantic.clarify import clarification
 from relmerge.stages.semantic.features import relation_features
 from relmerge.stages.semantic.lexicon import load_lexicon

@@ -21,7 +21,7 @@ from relmerge.model import Decision, ExtractedRelation
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.base import LanguageModel
 from relmerge.review.memory import AnswerMemory, pair_key
-from relmerge.stages.llm_merge import GroupFailed
+from relmerge.stages.llm_retry import GroupFailed
 from relmerge.stages.semantic.clarify import clarification
 from relmerge.stages.semantic.clustering import ConstrainedClusters
 from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
