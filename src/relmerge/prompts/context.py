@@ -25,28 +25,24 @@ class EntityContext:
         return line
 
 
-RULES = """What counts as the same fact:
-MERGE when both records state the same relationship between A and B, even if
-- they are in different languages or translate each other ("capital of" / "省会" /
-  "capitale de"), or name A and B by aliases or localised names;
-- their relation names, type labels, wording or description lengths differ;
-- they are the same symmetric relation written in both directions (married to, sibling of,
-  friend of, ally of, rival of, enemy of, borders, partner of...);
-- one gives a date or detail the other leaves out, when nothing says they differ.
-KEEP BOTH when they are different facts:
-- other direction of a non-symmetric relation ("A acquired B" / "B acquired A"), even an
-  inverse ("B part of A" / "A contains B");
-- other periods that do not overlap (CEO 1998-2009 / CEO since 2017);
-- other roles (CEO / CTO, member / commander); a generic relation (works for) is the same
-  as a specific role only when the profiles show one role for this pair;
-- an event (acquired in 2006, betrayed, captured, founded) versus a lasting state (parent
-  company of, friend of, CEO of); a title naming the participant of one event is that
-  event (founded = co-founder of);
-- other quantities (20% / 35%); the same quantity written differently (20% / one-fifth /
-  百分之二十) is the same fact;
-- opposite meanings (ally / enemy, supports / opposes);
-- near-synonyms that the profiles show to be two aspects of this pair (ally / companion can
-  be one bond for one pair and two for another)."""
+RULES = """Two records state DIFFERENT facts (keep both) when one of these differs:
+- direction of a non-symmetric relation ("A acquired B" / "B acquired A"), even an inverse
+  ("B part of A" / "A contains B");
+- period, when the periods do not overlap (CEO 1998-2009 / CEO since 2017);
+- role (CEO / CTO, member / commander); a generic relation (works for) is the same as a
+  specific role only when the profiles show one role for this pair;
+- kind: an event (acquired in 2006, betrayed, captured, founded) versus a lasting state
+  (parent company of, friend of, CEO of); a title naming the participant of one event is
+  that event (founded = co-founder of);
+- quantity (20% / 35%); the same quantity written differently (20% / one-fifth /
+  百分之二十) is not a difference;
+- meaning: opposites (ally / enemy, supports / opposes), or a different relationship
+  (friend of / betrayed), or near-synonyms that the profiles show to be two aspects of this
+  pair (ally / companion can be one bond for one pair and two for another).
+Otherwise they state the SAME fact (merge): language, translation, aliases or localised
+names of A and B, relation name, type label, wording, description length, a detail given
+by only one record, and the direction of a symmetric relation (married to, sibling of,
+friend of, ally of, rival of, borders, partner of...) are not differences."""
 
 
 def directed_record(

@@ -19,7 +19,7 @@ from relmerge.prompts.context import RULES, EntityContext
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"
-VERSION = 2
+VERSION = 3
 
 JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
@@ -44,10 +44,12 @@ Decide whether the candidate describes the same relationship as one existing rel
 {RULES}
 
 Answer with one JSON object:
-{{"reason": "<one sentence comparing the candidate with the existing relations>",
+{{"reason": "<name the difference you see between the candidate and the closest existing
+relation (direction, period, role, kind, quantity, meaning), or say: no difference>",
 "verdict": "merge" | "keep_both" | "unsure",
 "duplicate_of": "<relation_id of the existing relation it duplicates>" or null}}
-Give the verdict that your reason supports.
+If your reason names a difference, the verdict is keep_both; if it says no difference, the
+verdict is merge.
 Use "unsure" only when the records and profiles truly cannot decide.
 {DATA_NOT_INSTRUCTIONS}"""
 
