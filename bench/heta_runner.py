@@ -44,9 +44,9 @@ clients. The fake language model answers Heta's semantic prompt (``relation_list
 "source||target" pair to itself would merge every group of that endpoint pair in the
 cluster). Just before ``step.run`` the runner prints ``# started`` (flushed) on stdout, so a
 caller can time out the step alone, and each embedding call logs a ``# embed`` progress
-line on stderr (purpose, round, texts, seconds since the start). ``--stats`` then also
-reports ``semantic_merge_count``, ``semantic_round_count`` and the embedding calls, texts
-and seconds.
+line on stderr (purpose, round, texts, seconds from the start to the end of the call).
+``--stats`` then also reports ``semantic_merge_count``, ``semantic_round_count`` and the
+embedding calls, texts and seconds.
 """
 
 from __future__ import annotations

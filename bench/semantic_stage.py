@@ -459,10 +459,10 @@ def _heta_line(heta: dict[str, Any], ours: dict[str, Any] | None) -> dict[str, A
     relmerge_seconds = ours["seconds"] if ours else None
     last = heta.get("last_embed")
     reached = (
-        f"last embedding call: {last['purpose']} round {last['round']}, {last['texts']:,} "
-        f"groups, at {last['at']:.1f} s"
+        f"last embedding call done: {last['purpose']} round {last['round']}, "
+        f"{last['texts']:,} groups, {last['at']:.1f} s after the start"
         if last
-        else "no embedding call yet (still in the exact stage)"
+        else "no embedding call had finished: still in the exact stage or the first embedding"
     )
     if heta.get("rounds_without_progress"):
         reached += (

@@ -20,7 +20,7 @@ from relmerge.prompts.context import RULES, EntityContext
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster"
-VERSION = 2
+VERSION = 1
 
 
 class ClusterEntry(BaseModel):

@@ -17,7 +17,7 @@ class EntityContext:
     type: str | None = None
 
     def describe(self, label: str, profile_chars: int = 800) -> str:
-        line = f"Entity {label}: {self.name} (records may name it in another language)"
+        line = f"Entity {label}: {self.name}"
         if self.type:
             line += f" ({self.type})"
         if self.profile:
@@ -25,24 +25,26 @@ class EntityContext:
         return line
 
 
-RULES = """Two records state DIFFERENT facts (keep both) when one of these differs:
-- direction of a non-symmetric relation ("A acquired B" / "B acquired A"), even an inverse
-  ("B part of A" / "A contains B");
-- period, when the periods do not overlap (CEO 1998-2009 / CEO since 2017);
-- role (CEO / CTO, member / commander); a generic relation (works for) is the same as a
-  specific role only when the profiles show one role for this pair;
-- kind: an event (acquired in 2006, betrayed, captured, founded) versus a lasting state
-  (parent company of, friend of, CEO of); a title naming the participant of one event is
-  that event (founded = co-founder of);
-- quantity (20% / 35%); the same quantity written differently (20% / one-fifth /
-  百分之二十) is not a difference;
-- meaning: opposites (ally / enemy, supports / opposes), or a different relationship
-  (friend of / betrayed), or near-synonyms that the profiles show to be two aspects of this
-  pair (ally / companion can be one bond for one pair and two for another).
-Otherwise they state the SAME fact (merge): language, translation, aliases or localised
-names of A and B, relation name, type label, wording, description length, a detail given
-by only one record, and the direction of a symmetric relation (married to, sibling of,
-friend of, ally of, rival of, borders, partner of...) are not differences."""
+RULES = """Rules for "same fact":
+1. Same fact = the same relationship between the same two entities, whatever the wording,
+   language, relation name, type label or description length.
+2. Direction matters unless the relation is symmetric (married to, sibling of, friend of,
+   ally of, rival of, enemy of, borders, partner of...). Records with swapped entities of a
+   non-symmetric relation are different facts, even when one is the inverse of the other
+   ("B part of A" / "A contains B"; "A acquired B" / "B acquired A").
+3. Time: the same relation in different, non-overlapping periods is different facts. When
+   the pair has a single period, a dated and an undated mention are the same fact.
+4. Roles: different roles (CEO / CTO, member / commander) are different facts. A generic
+   relation (works for, serves) is the same as a specific role only when the profiles show
+   exactly one role for this pair.
+5. An event (acquired in 2006, betrayed, appointed, captured, founded) and a lasting state
+   (parent company of, friend of, CEO of) are different facts; a title that only names the
+   participant of one event is that event (founded = co-founder of).
+6. Numbers: different quantities are different facts; the same quantity written
+   differently (20% / one-fifth / 百分之二十 / 5,000 / 5 000) is the same fact.
+7. Opposite meanings (ally / enemy, supports / opposes) are different facts.
+8. Near-synonyms (ally / companion) are one relationship for some pairs and two aspects
+   for others: the profiles and descriptions decide."""
 
 
 def directed_record(

@@ -19,16 +19,14 @@ from relmerge.prompts.context import RULES, EntityContext
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"
-VERSION = 3
+VERSION = 1
 
 JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
 
 class JudgeAnswer(BaseModel):
-    # The reason comes first: grammar-constrained servers generate fields in schema order,
-    # and a small model that must pick its verdict before reasoning says keep_both to all.
-    reason: str = Field(description="One sentence: why, written before the verdict.")
     verdict: JudgeVerdict = Field(description="merge, keep_both or unsure.")
+    reason: str = Field(description="One sentence: why.")
     duplicate_of: str | None = Field(
         None, description="relation_id of the existing relation the candidate duplicates."
     )
@@ -44,12 +42,8 @@ Decide whether the candidate describes the same relationship as one existing rel
 {RULES}
 
 Answer with one JSON object:
-{{"reason": "<name the difference you see between the candidate and the closest existing
-relation (direction, period, role, kind, quantity, meaning), or say: no difference>",
-"verdict": "merge" | "keep_both" | "unsure",
-"duplicate_of": "<relation_id of the existing relation it duplicates>" or null}}
-If your reason names a difference, the verdict is keep_both; if it says no difference, the
-verdict is merge.
+{{"verdict": "merge" | "keep_both" | "unsure", "reason": "<one sentence>",
+"duplicate_of": "<relation_id of the existing relation>" or null}}
 Use "unsure" only when the records and profiles truly cannot decide.
 {DATA_NOT_INSTRUCTIONS}"""
 
