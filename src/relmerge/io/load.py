@@ -100,24 +100,32 @@ def read_json_file(path: Path, what: str) -> Any:
         raise InputError(f"{what} {path} is not valid JSON: {error}") from None
 
 
-def read_entities(path: Path) -> list[EntityContext]:
-    """An entities JSONL file (``entity_id, name, type, profile``): the judge's context."""
+def read_jsonl_items(path: Path, what: str) -> Iterator[tuple[str, Any]]:
+    """(``file:line``, parsed value) for each non-blank line of a JSONL side file.
+
+    Unlike relation input, a side file (entities, gold labels, review answers) is small and
+    hand-made: a bad line is an error that names it, not a rejected record.
+    """
     try:
         lines = path.read_bytes().splitlines()
     except FileNotFoundError:
-        raise InputError(f"entities file not found: {path}") from None
+        raise InputError(f"{what} not found: {path}") from None
     except OSError as error:
-        raise InputError(f"cannot read entities file {path}: {error.strerror}") from None
-    entities = []
+        raise InputError(f"cannot read {what} {path}: {error.strerror}") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            item = orjson.loads(line)
+            yield f"{path}:{number}", orjson.loads(line)
         except orjson.JSONDecodeError:
             raise InputError(f"{path}:{number}: not valid JSON") from None
-        entities.append(entity_from_dict(item, f"{path}:{number}"))
-    return entities
+
+
+def read_entities(path: Path) -> list[EntityContext]:
+    """An entities JSONL file (``entity_id, name, type, profile``): the judge's context."""
+    return [
+        entity_from_dict(item, where) for where, item in read_jsonl_items(path, "entities file")
+    ]
 
 
 def entity_from_dict(item: Any, where: str) -> EntityContext:

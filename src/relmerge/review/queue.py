@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from relmerge.errors import InputError
+from relmerge.io.load import read_jsonl_items
 from relmerge.review.memory import ANSWERS, Answer, AnswerMemory, memory_from_answers
 
 CLARIFICATIONS_FILE = "clarifications.jsonl"
@@ -25,17 +26,7 @@ MEMORY_FILE = "answer_memory.jsonl"
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
-    items = []
-    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            raise InputError(f"{path}:{number}: not valid JSON") from None
-        if isinstance(item, dict):
-            items.append(item)
-    return items
+    return [item for _, item in read_jsonl_items(path, path.name) if isinstance(item, dict)]
 
 
 class ReviewQueue:
