@@ -146,6 +146,31 @@ async def test_the_llm_cannot_merge_a_reversed_directed_relation() -> None:
     assert llm.requests == []  # a hard keep needs no LLM at all
 
 
+async def test_batch_form_asks_one_request_per_pair_of_entities() -> None:
+    def cluster(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+        assert request.task == "relation_cluster"
+        return {"mapping_table": {"existing_1": ["existing_1", "candidate_2"]}}
+
+    llm = ScriptedLLM(cluster)
+    existing = ["companion met during the Council of Elrond"]
+    checks = [
+        ("sworn rival at the start of the journey", existing, CONTEXT),
+        ("ally forged through shared battle", existing, CONTEXT),
+        ("fellow member of the Fellowship", existing, CONTEXT),
+        ("companion met during the Council of Elrond.", existing, CONTEXT),  # rules decide
+    ]
+    verdicts = await judge(llm).check_many(checks)
+    assert len(llm.requests) == 1
+    assert [(v.decision, v.tier) for v in verdicts] == [
+        ("keep_both", "llm"),
+        ("merge", "llm"),
+        ("keep_both", "llm"),
+        ("merge", "fuzzy_high"),
+    ]
+    assert verdicts[1].matched_relation_id == "existing_1"
+    assert [v.llm_requests for v in verdicts] == [1, 1, 1, 0]
+
+
 async def test_batch_form_asks_identical_questions_once() -> None:
     llm = ScriptedLLM(verdict_answer("keep_both"))
     checks = [("ally forged in battle", ["companion met at the Council"], CONTEXT)] * 3

@@ -5,8 +5,7 @@ entities; the tiers settle the obvious cases without an LLM, the LLM sees both e
 profiles and *all* existing relations of the pair when the tiers cannot decide, and a
 person answers when the LLM is unsure. Answers are remembered.
 
->>> import asyncio
->>> from relmerge import RelationJudge
+>>> >>> from relmerge import RelationJudge
 >>> from relmerge.providers.embedding import HashEmbedder
 >>> judge = RelationJudge(embedder=HashEmbedder())
 >>> verdict = asyncio.run(judge.check("ally in the quest", ["ally in the quest"]))
@@ -16,7 +15,6 @@ person answers when the LLM is unsure. Answers are remembered.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,6 +58,19 @@ class JudgeContext:
             EntityContext(self.source_id, self.source_name, self.source_profile),
             EntityContext(self.target_id, self.target_name, self.target_profile),
         )
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    """A check the tiers could not settle: what the LLM or a person must decide."""
+
+    new: ExtractedRelation
+    olds: list[ExtractedRelation]
+    pairs: list[PairDecision]
+    undecided: list[PairDecision]
+    entities: tuple[EntityContext, EntityContext]
+    scores: dict[str, float]
+    reason: str
 
 
 class Verdict(BaseModel):
@@ -148,21 +159,19 @@ class RelationJudge:
         if not olds:
             return Verdict(decision="keep_both", tier="policy", reason="no existing relation")
         before = self.llm.stats.requests
-        verdict = await self._check(new, olds, context)
+        outcome = await self._rules(new, olds, context)
+        verdict = outcome if isinstance(outcome, Verdict) else await self._decide(outcome)
         return verdict.model_copy(update={"llm_requests": self.llm.stats.requests - before})
 
     async def check_many(
         self, checks: Sequence[tuple[RelationLike, Sequence[RelationLike], JudgeContext | None]]
     ) -> list[Verdict]:
-        """Check many candidates concurrently; identical questions are asked once."""
-        seen: dict[str, asyncio.Task[Verdict]] = {}
-        tasks = []
-        for candidate, existing, context in checks:
-            key = repr((candidate, list(existing), context))
-            if key not in seen:
-                seen[key] = asyncio.ensure_future(self.check(candidate, existing, context))
-            tasks.append(seen[key])
-        return list(await asyncio.gather(*tasks))
+        """Check many candidates with as few LLM requests as possible: the tiers first, then
+        one ``relation_cluster`` request per pair of entities for all its open candidates
+        (``llm_requests`` of those verdicts counts the shared request)."""
+        from relmerge.judge_batch import check_batch
+
+        return await check_batch(self, checks)
 
     async def _pairs(
         self, new: ExtractedRelation, olds: list[ExtractedRelation]
@@ -192,9 +201,10 @@ class RelationJudge:
             )
         return decisions
 
-    async def _check(
+    async def _rules(
         self, new: ExtractedRelation, olds: list[ExtractedRelation], context: JudgeContext
-    ) -> Verdict:
+    ) -> Verdict | PendingCheck:
+        """What the tiers and remembered answers decide; a ``PendingCheck`` if nothing."""
         pairs = await self._pairs(new, olds)
         merges = [p for p in pairs if p.verdict == "merge"]
         if merges:
@@ -242,12 +252,19 @@ class RelationJudge:
             )
         guards = sorted({g for p in undecided for g in p.guards})
         reason = f"guards: {', '.join(guards)}" if guards else "between the bands"
+        return PendingCheck(new, olds, pairs, undecided, entities, best_scores, reason)
+
+    async def _decide(self, pending: PendingCheck) -> Verdict:
+        """The LLM for one open check, then a person, then the policy."""
+        reason = pending.reason
         if self.llm.available:
-            verdict = await self._ask_llm(new, olds, pairs, entities)
+            verdict = await self._ask_llm(
+                pending.new, pending.olds, pending.pairs, pending.entities
+            )
             if verdict is not None:
                 return verdict
             reason = "the LLM was unsure"
-        return await self._clarify(new, olds, undecided, entities, best_scores, reason)
+        return await self._clarify(pending, reason)
 
     async def _ask_llm(
         self,
@@ -289,16 +306,9 @@ class RelationJudge:
         best = max(pairs, key=lambda p: p.scores["cosine"])
         return Verdict(decision="keep_both", tier="llm", scores=best.scores, reason=outcome.reason)
 
-    async def _clarify(
-        self,
-        new: ExtractedRelation,
-        olds: list[ExtractedRelation],
-        undecided: list[PairDecision],
-        entities: tuple[EntityContext, EntityContext],
-        scores: dict[str, float],
-        reason: str,
-    ) -> Verdict:
-        best = max(undecided, key=lambda p: p.scores["cosine"])
+    async def _clarify(self, pending: PendingCheck, reason: str) -> Verdict:
+        new, olds, entities, scores = pending.new, pending.olds, pending.entities, pending.scores
+        best = max(pending.undecided, key=lambda p: p.scores["cosine"])
         match = olds[best.b - 1]
         question = clarification(
             [match, new],
