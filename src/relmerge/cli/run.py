@@ -18,7 +18,7 @@ from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm
-from relmerge.review.memory import AnswerMemory, entities_of
+from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores.local import LocalStore
 
@@ -29,13 +29,7 @@ def answer_memory(out: Path) -> AnswerMemory:
     ``answer_memory.jsonl`` keeps every answer by pair content, so an answer still applies
     after the run that asked it has been replaced by newer runs.
     """
-    memory = AnswerMemory(out / MEMORY_FILE)
-    queue = ReviewQueue(out)
-    for question in queue.questions:
-        answer = queue.answers.get(question["id"])
-        if answer is not None:
-            memory.remember_group(question["records"], entities_of(question), answer)
-    return memory
+    return ReviewQueue(out).memory(into=AnswerMemory(out / MEMORY_FILE))
 
 
 @click.command("run", short_help="Deduplicate a batch of relations into OUT.")

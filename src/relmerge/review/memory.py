@@ -90,10 +90,13 @@ def entities_of(item: Mapping[str, Any]) -> list[EntityContext]:
 
 
 def memory_from_answers(
-    clarifications: Iterable[Mapping[str, Any]], answers: Mapping[str, Answer]
+    clarifications: Iterable[Mapping[str, Any]],
+    answers: Mapping[str, Answer],
+    memory: AnswerMemory | None = None,
 ) -> AnswerMemory:
-    """Pair answers from a run's answered clarifications (``answers``: id → answer)."""
-    memory = AnswerMemory()
+    """Pair answers from a run's answered clarifications (``answers``: id → answer), added
+    to ``memory`` (a new in-memory one by default)."""
+    memory = memory if memory is not None else AnswerMemory()
     for item in clarifications:
         answer = answers.get(item["id"])
         if answer in ANSWERS:

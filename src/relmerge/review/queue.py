@@ -69,8 +69,9 @@ class ReviewQueue:
         self.answers.pop(question_id, None)
         self._save()
 
-    def memory(self) -> AnswerMemory:
-        return memory_from_answers(self.questions, self.answers)
+    def memory(self, into: AnswerMemory | None = None) -> AnswerMemory:
+        """The answered questions as pair answers, added to ``into`` when given."""
+        return memory_from_answers(self.questions, self.answers, into)
 
     def _save(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
