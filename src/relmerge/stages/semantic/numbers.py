@@ -8,6 +8,7 @@ written differently".
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from relmerge.stages.semantic.lexicon import Lexicon
 
@@ -56,15 +57,22 @@ def _chinese_to_int(text: str) -> int | None:
     return total + section + current
 
 
+@cache
+def _ordinal_patterns(words: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Compiled once per vocabulary: this runs for every relation of a batch."""
+    alternatives = "|".join(re.escape(word) for word in sorted(words, key=len, reverse=True))
+    return (
+        re.compile(rf"\b(?:{_PERIOD_WORDS})\s+({alternatives})\b"),
+        re.compile(rf"\b({alternatives})\s+(?:{_PERIOD_WORDS})\b"),
+    )
+
+
 def _word_numbers(text: str, lexicon: Lexicon) -> set[float]:
     """Spelled-out ordinals in period phrases: "book two", "second book", "tome deux"."""
     if not lexicon.ordinals:
         return set()
-    words = "|".join(re.escape(word) for word in sorted(lexicon.ordinals, key=len, reverse=True))
     found: set[float] = set()
-    after = re.compile(rf"\b(?:{_PERIOD_WORDS})\s+({words})\b")
-    before = re.compile(rf"\b({words})\s+(?:{_PERIOD_WORDS})\b")
-    for pattern in (after, before):
+    for pattern in _ordinal_patterns(tuple(lexicon.ordinals)):
         found.update(float(lexicon.ordinals[m.group(1)]) for m in pattern.finditer(text))
     return found
 

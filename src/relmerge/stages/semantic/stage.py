@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+import numpy as np
+
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
@@ -106,11 +108,18 @@ class SemanticStage:
             embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
         ]
         vectors = await self.embedder.embed(texts)
-        name_vectors = await self.embedder.embed([unit.relation.name for unit in units])
+        # Names repeat a lot ("related", "下辖"): embed and keep each distinct name once.
+        names = list(dict.fromkeys(unit.relation.name for unit in units))
+        name_rows = {name: row for row, name in enumerate(names)}
+        name_matrix = await self.embedder.embed(names)
+        name_index = np.array([name_rows[unit.relation.name] for unit in units])
         features = [relation_features(unit.relation, self.lexicon) for unit in units]
         multi = [members for members in blocks.values() if len(members) > 1]
         results = await asyncio.gather(
-            *(self._block(units, members, features, vectors, name_vectors) for members in multi)
+            *(
+                self._block(units, members, features, vectors, name_matrix[name_index[members]])
+                for members in multi
+            )
         )
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
         for members, result in zip(multi, results, strict=True):
@@ -136,11 +145,10 @@ class SemanticStage:
         members: list[int],
         features: Sequence[RelationFeatures],
         vectors: Vectors,
-        name_vectors: Vectors,
+        names: Vectors,
     ) -> BlockResult:
         local = [units[i] for i in members]
         fuzzy, cosine = block_scores([features[i].text for i in members], vectors[members])
-        names = name_vectors[members]
         name_cosine = names @ names.T
         pairs: list[PairDecision] = []
         for a, b in combinations(range(len(members)), 2):
