@@ -59,6 +59,20 @@ class DeduplicateRelationsConfig(BaseModel):
 
     # relmerge's own settings.
     concurrency: int = Field(8, ge=1, description="LLM requests in flight at once.")
+    max_llm_requests: int | None = Field(
+        None,
+        ge=0,
+        description="LLM requests a run may send (retries included); when spent, the rest is "
+        "decided without the LLM and recorded as issues. None: no limit.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=0,
+        description="LLM tokens (prompt + completion) a run may spend; as max_llm_requests.",
+    )
+    strict: bool = Field(
+        False, description="Fail the run when any input record is rejected, before any work."
+    )
     prompt_description_chars: int = Field(
         2000, ge=100, description="Descriptions longer than this are cut inside prompts only."
     )
@@ -182,6 +196,9 @@ class LLMSettings(BaseModel):
     response_format: ResponseFormat = "json_schema"
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
+    requests_per_minute: float | None = Field(
+        None, gt=0, description="Most HTTP requests started per minute; None: no limit."
+    )
 
 
 class FileConfig(BaseModel):

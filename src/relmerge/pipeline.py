@@ -7,7 +7,7 @@ load + validate ─► remap endpoints ─► exact stage ─► semantic stage
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,16 @@ def plan(raws: Sequence[RawRecord], entity_id_mapping: Any) -> dict[str, Any]:
     }
 
 
+def strict_failure(rejected: Sequence[Rejected]) -> str:
+    """The one-line error of ``strict=True``: how many records, and the first one's reason."""
+    first = rejected[0]
+    more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+    return (
+        f"strict mode: {len(rejected)} input record(s) rejected; "
+        f"first: {first.origin}: {first.reason}{more}"
+    )
+
+
 def _id_mapping(units: Sequence[Unit], originals: Sequence[ExtractedRelation]) -> dict[str, str]:
     mapping = {}
     for unit in units:
@@ -121,11 +131,14 @@ async def run_pipeline(
     embedder: EmbeddingModel | None = None,
     entities: Sequence[EntityContext] = (),
     memory: AnswerMemory | None = None,
+    before_work: Callable[[], Awaitable[None]] | None = None,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
     ``embedder`` is required when ``config.semantic_merge``; ``entities`` (ids, names,
-    profiles) are the judge's context.
+    profiles) are the judge's context. ``before_work`` runs once the input is known to be
+    usable and before anything is spent or written (the CLI claims OUT there, so bad input
+    never touches an earlier run's outputs).
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -135,6 +148,10 @@ async def run_pipeline(
         raise InputError("the input holds no relation records")
     originals, rejected = validate_records(raws)
     mapping = validate_entity_mapping(entity_id_mapping)
+    if config.strict and rejected:
+        raise InputError(strict_failure(rejected))
+    if before_work is not None:
+        await before_work()
     clock.lap("load")
 
     remapped = remap_endpoints(originals, mapping)

@@ -53,6 +53,20 @@ def answer_memory(out: Path) -> AnswerMemory:
 )
 @click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
 @click.option(
+    "--max-llm-requests",
+    type=click.IntRange(min=0),
+    help="Stop asking the LLM after this many requests; the rest is decided by the rules "
+    "and the unsure policy, and recorded as issues.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=0),
+    help="Stop asking the LLM after this many tokens (prompt + completion), as above.",
+)
+@click.option(
+    "--strict", is_flag=True, default=None, help="Fail (exit 2) if any input record is rejected."
+)
+@click.option(
     "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
 )
 @click.option(
@@ -67,6 +81,9 @@ def run_command(
     entity_mapping: Path | None,
     semantic: bool | None,
     concurrency: int | None,
+    max_llm_requests: int | None,
+    max_tokens: int | None,
+    strict: bool | None,
     overwrite: bool,
     dry_run: bool,
     quiet: bool,
@@ -75,7 +92,14 @@ def run_command(
     """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
     an object-store directory with relation_keys.json) and write the results to OUT."""
     config, settings, embedding_settings = resolve_options(
-        options, {"semantic_merge": semantic, "concurrency": concurrency}
+        options,
+        {
+            "semantic_merge": semantic,
+            "concurrency": concurrency,
+            "max_llm_requests": max_llm_requests,
+            "max_tokens": max_tokens,
+            "strict": strict,
+        },
     )
     if dry_run:
         raws = asyncio.run(read_input(input_path))
@@ -107,10 +131,22 @@ def run_command(
 
     async def go() -> dict[str, Any]:
         store = LocalStore(out)
-        await claim_output(store, run_fingerprint, overwrite)
+
+        async def claim() -> None:
+            await claim_output(store, run_fingerprint, overwrite)
+
         with RichProgress(console) as progress:
             output = await run_pipeline(
-                raws, mapping, config, llm, store, progress, embedder, entities, memory
+                raws,
+                mapping,
+                config,
+                llm,
+                store,
+                progress,
+                embedder,
+                entities,
+                memory,
+                before_work=claim,
             )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(
