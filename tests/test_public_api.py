@@ -13,6 +13,7 @@ def test_public_names_are_curated() -> None:
         "JudgeContext",
         "RelationJudge",
         "RelmergeError",
+        "RunCache",
         "StepIssue",
         "Verdict",
     ]

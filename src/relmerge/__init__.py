@@ -6,6 +6,7 @@
 'deduplicate_relations'
 """
 
+from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import DictContext
 from relmerge.errors import RelmergeError
@@ -22,6 +23,7 @@ __all__ = [
     "JudgeContext",
     "RelationJudge",
     "RelmergeError",
+    "RunCache",
     "StepIssue",
     "Verdict",
 ]

@@ -197,7 +197,7 @@ class LLMSettings(BaseModel):
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
     requests_per_minute: float | None = Field(
-        None, gt=0, description="Most HTTP requests started per minute; None: no limit."
+        None, ge=1, description="Most LLM requests started per minute; None: no limit."
     )
 
 

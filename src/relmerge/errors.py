@@ -9,6 +9,7 @@ one type, and the CLI can turn any of them into a one-line message and exit code
     ├── StoreError         object-store problems
     │   └── InvalidKeyError    a key with "..", an absolute path or an empty segment
     ├── ProviderError      a model endpoint failed for good (after retries) or is misconfigured
+    │   └── BudgetExhaustedError  the run's --max-llm-requests / --max-tokens is spent
     └── InvalidAnswerError an LLM answer that is not valid for its request (retried, never used)
 """
 
@@ -47,6 +48,14 @@ class ProviderError(RelmergeError):
         super().__init__(message)
         self.retryable = retryable
         self.attempts = attempts
+
+
+class BudgetExhaustedError(ProviderError):
+    """The run's LLM budget is spent: no request was sent. Stages decide the rest without
+    the LLM and record an issue; it never stops a run."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, attempts=0)
 
 
 class InvalidAnswerError(RelmergeError):

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import ConfigError, InputError
 from relmerge.io.records import RawRecord, Rejected, validate_records
@@ -20,7 +21,9 @@ from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
 from relmerge.stages.exact import ExactStage, exact_key
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
@@ -132,13 +135,15 @@ async def run_pipeline(
     entities: Sequence[EntityContext] = (),
     memory: AnswerMemory | None = None,
     before_work: Callable[[], Awaitable[None]] | None = None,
+    cache: RunCache | None = None,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
     ``embedder`` is required when ``config.semantic_merge``; ``entities`` (ids, names,
     profiles) are the judge's context. ``before_work`` runs once the input is known to be
     usable and before anything is spent or written (the CLI claims OUT there, so bad input
-    never touches an earlier run's outputs).
+    never touches an earlier run's outputs). With a ``cache``, an LLM request asked before
+    (in this run or an earlier one) is answered from it, not sent again.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -158,7 +163,8 @@ async def run_pipeline(
     units = [Unit(relation, (index,)) for index, relation in remapped.mapped]
     clock.lap("remap")
 
-    model = AccountingModel(llm)
+    budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
+    model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
     progress.start("exact", None)
     stage = ExactStage(
         config,
@@ -238,6 +244,11 @@ async def run_pipeline(
         "llm_failed_requests": model.stats.failed_requests,
         "llm_cache_hits": model.stats.cache_hits,
         "tokens": model.stats.tokens(),
+        "llm_budget": {
+            "max_requests": config.max_llm_requests,
+            "max_tokens": config.max_tokens,
+            "exhausted": budget.exhausted,
+        },
         "seconds": clock.total(),
         "issues": [issue.model_dump(mode="json") for issue in issues],
         "config": config.model_dump(mode="json"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import StepContext
 from relmerge.errors import InputError
@@ -24,7 +25,8 @@ from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.progress import Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.cached import PersistentEmbedder
+from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
@@ -50,8 +52,13 @@ class DeduplicateRelations:
 
     name = STEP_NAME
 
-    def __init__(self, config: DeduplicateRelationsConfig | None = None) -> None:
+    def __init__(
+        self, config: DeduplicateRelationsConfig | None = None, cache: RunCache | None = None
+    ) -> None:
+        """``cache`` (e.g. ``RunCache(Path("relmerge-cache.sqlite"))``) keeps LLM answers and
+        embeddings across runs: a re-run of the same batch asks the LLM nothing."""
         self.config = config or DeduplicateRelationsConfig()
+        self.cache = cache
 
     @property
     def requirements(self) -> StepRequirements:
@@ -93,8 +100,10 @@ class DeduplicateRelations:
             mapping = self._artifact(context, self.config.entity_id_mapping_artifact)
         entities = self._entities(context)
         raws = await read_store_keys(store, list(keys))
+        if embedder is not None and self.cache is not None:
+            embedder = CachedEmbedder(PersistentEmbedder(embedder, self.cache))
         output = await run_pipeline(
-            raws, mapping, self.config, llm, store, progress, embedder, entities
+            raws, mapping, self.config, llm, store, progress, embedder, entities, cache=self.cache
         )
         context.set_artifact(RESULT_ARTIFACT, output.result)
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)

@@ -46,6 +46,11 @@ _OPTIONS = [
     ),
     click.option("--llm-timeout", type=float, help="Seconds before a request times out [60]."),
     click.option(
+        "--llm-requests-per-minute",
+        type=click.FloatRange(min=1),
+        help="Start at most this many LLM requests per minute [no limit].",
+    ),
+    click.option(
         "--entities",
         "entities_path",
         type=click.Path(path_type=Path),
@@ -90,6 +95,7 @@ def resolve_options(
             "api_key_env": options.get("llm_api_key_env"),
             "response_format": options.get("response_format"),
             "timeout": options.get("llm_timeout"),
+            "requests_per_minute": options.get("llm_requests_per_minute"),
         },
         {
             "provider": options.get("embedding_provider"),

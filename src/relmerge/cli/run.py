@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.io.load import read_entities, read_input, read_json_file
@@ -21,6 +22,10 @@ from relmerge.providers import get_embedder, get_llm
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores.local import LocalStore
+
+# Settings that change how a run goes, not what it outputs: a run killed with one value
+# may be resumed with another.
+_OPERATIONAL = {"concurrency", "api_key_env", "timeout", "max_retries", "requests_per_minute"}
 
 
 def answer_memory(out: Path) -> AnswerMemory:
@@ -67,6 +72,14 @@ def answer_memory(out: Path) -> AnswerMemory:
     "--strict", is_flag=True, default=None, help="Fail (exit 2) if any input record is rejected."
 )
 @click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="SQLite file of LLM answers and embeddings, reused across runs "
+    "[default: OUT/.relmerge/cache.sqlite].",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write a cache.")
+@click.option(
     "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
 )
 @click.option(
@@ -84,6 +97,8 @@ def run_command(
     max_llm_requests: int | None,
     max_tokens: int | None,
     strict: bool | None,
+    cache_path: Path | None,
+    no_cache: bool,
     overwrite: bool,
     dry_run: bool,
     quiet: bool,
@@ -110,8 +125,11 @@ def run_command(
             table.add_row(key.replace("_", " "), str(value))
         Console().print(table)
         return
+    if no_cache and cache_path is not None:
+        raise click.UsageError("--cache and --no-cache exclude each other")
+    cache = None if no_cache else RunCache(cache_path or out / CACHE_FILE)
     llm = get_llm(settings)
-    embedder = get_embedder(embedding_settings) if config.semantic_merge else None
+    embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     entities = read_entities(options["entities_path"]) if options["entities_path"] else []
     raws = asyncio.run(read_input(input_path))
     # The batch lives until the process ends: keep the collector from rescanning it.
@@ -121,8 +139,8 @@ def run_command(
     run_fingerprint = fingerprint(
         raws,
         mapping,
-        config.model_dump(mode="json"),
-        settings.model_dump(mode="json", exclude={"api_key_env", "timeout", "max_retries"}),
+        config.model_dump(mode="json", exclude=_OPERATIONAL),
+        settings.model_dump(mode="json", exclude=_OPERATIONAL),
         embedding_settings.model_dump(mode="json", exclude={"api_key_env"}),
         [entity.__dict__ for entity in entities],
     )
@@ -147,6 +165,7 @@ def run_command(
                 entities,
                 memory,
                 before_work=claim,
+                cache=cache,
             )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(
@@ -155,6 +174,10 @@ def run_command(
         await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
         return output.result
 
-    result = asyncio.run(go())
+    try:
+        result = asyncio.run(go())
+    finally:
+        if cache is not None:
+            cache.close()
     if not quiet:
         Console().print(summary_table(result, str(out)))

@@ -2,9 +2,10 @@
 
 A run records a fingerprint of its inputs and configuration in its result. Running again
 into the same OUT with the same fingerprint is allowed (it redoes or resumes the same work);
-with another fingerprint relmerge refuses unless told to overwrite. The old result file is
-removed before anything is written, so a half-written run never looks complete, and
-relation files of an earlier run that the new run does not produce are removed at the end.
+with another fingerprint relmerge refuses unless told to overwrite. The fingerprint is
+recorded before anything is written and the old result file removed, so a half-written run
+never looks complete and a killed run can be resumed; relation files of an earlier run that
+the new run does not produce are removed at the end.
 """
 
 from __future__ import annotations
@@ -32,18 +33,38 @@ def fingerprint(raws: Iterable[RawRecord], *parts: Any) -> str:
     return digest.hexdigest()
 
 
+RUN_MARKER = ".relmerge/run.json"
+
+
+async def _recorded_fingerprint(store: ObjectStore, key: str) -> str | None:
+    if not await store.exists(key):
+        return None
+    try:
+        value = orjson.loads(await store.get(key)).get("fingerprint")
+    except (orjson.JSONDecodeError, AttributeError, StoreError):
+        return ""  # unreadable: a run was there, of unknown inputs
+    return value if isinstance(value, str) else ""
+
+
 async def claim_output(store: ObjectStore, run_fingerprint: str, overwrite: bool) -> None:
-    """Refuse to mix a different run into OUT; then drop the old "complete" marker."""
-    if await store.exists(RESULT_FILE):
-        try:
-            previous = orjson.loads(await store.get(RESULT_FILE)).get("fingerprint")
-        except (orjson.JSONDecodeError, AttributeError, StoreError):
-            previous = None
-        if previous != run_fingerprint and not overwrite:
-            raise InputError(
-                "the output directory holds a run with other inputs or configuration; "
-                "choose another --output or pass --overwrite"
-            )
+    """Refuse to mix a different run into OUT; then mark OUT as this run's, in progress.
+
+    The fingerprint is recorded in ``.relmerge/run.json`` before anything else is written,
+    so a run killed before its result file exists is still recognised: the same run
+    resumes into it, another one is refused unless told to overwrite. The old result file
+    (the "complete" marker, written last) is removed, so a half-written run never looks
+    complete.
+    """
+    previous = await _recorded_fingerprint(store, RESULT_FILE)
+    if previous is None:
+        previous = await _recorded_fingerprint(store, RUN_MARKER)
+    if previous is not None and previous != run_fingerprint and not overwrite:
+        raise InputError(
+            "the output directory holds a run with other inputs or configuration; "
+            "choose another --output or pass --overwrite"
+        )
+    await store.put(RUN_MARKER, orjson.dumps({"fingerprint": run_fingerprint}))
+    if previous is not None:
         await store.delete(RESULT_FILE)
 
 

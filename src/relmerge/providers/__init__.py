@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import os
 
+from relmerge.cache import RunCache
 from relmerge.config import EmbeddingSettings, LLMSettings
 from relmerge.errors import ConfigError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
+from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
+from relmerge.providers.limits import RateLimitedModel
 
 
 def get_llm(settings: LLMSettings) -> LanguageModel:
-    """Build the language model named by ``settings`` (``none`` or ``openai``)."""
+    """Build the language model named by ``settings`` (``none`` or ``openai``), rate-limited
+    when ``requests_per_minute`` is set."""
     if settings.provider == "none":
         return NoLanguageModel()
     from relmerge.providers.openai_compat import OpenAICompatibleModel
 
     if not settings.base_url or not settings.model:
         raise ConfigError("an OpenAI-compatible LLM needs both --llm-base-url and --llm-model")
-    return OpenAICompatibleModel(
+    model: LanguageModel = OpenAICompatibleModel(
         base_url=settings.base_url,
         model=settings.model,
         api_key=os.environ.get(settings.api_key_env),
@@ -26,10 +30,14 @@ def get_llm(settings: LLMSettings) -> LanguageModel:
         max_retries=settings.max_retries,
         response_format=settings.response_format,
     )
+    if settings.requests_per_minute is not None:
+        model = RateLimitedModel(model, settings.requests_per_minute)
+    return model
 
 
-def get_embedder(settings: EmbeddingSettings) -> EmbeddingModel:
-    """Build the embedder named by ``settings`` (``use``, ``hash`` or ``openai``), cached."""
+def get_embedder(settings: EmbeddingSettings, cache: RunCache | None = None) -> EmbeddingModel:
+    """Build the embedder named by ``settings`` (``use``, ``hash`` or ``openai``): each
+    distinct text embedded once per run, and once ever when a persistent ``cache`` is given."""
     inner: EmbeddingModel
     if settings.provider == "hash":
         inner = HashEmbedder()
@@ -49,6 +57,8 @@ def get_embedder(settings: EmbeddingSettings) -> EmbeddingModel:
             model=settings.model,
             api_key=os.environ.get(settings.api_key_env),
         )
+    if cache is not None:
+        inner = PersistentEmbedder(inner, cache)
     return CachedEmbedder(inner)
 
 

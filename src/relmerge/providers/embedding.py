@@ -65,6 +65,7 @@ class HashEmbedder:
 
     def __init__(self, dim: int = 512) -> None:
         self.dim = dim
+        self.cache_identity = f"hash:{dim}"
 
     def _grams(self, text: str) -> list[str]:
         text = f" {normalize_key_text(text)} "

@@ -96,6 +96,16 @@ class OpenAICompatibleModel:
             max_retries=0,
         )
 
+    @property
+    def cache_identity(self) -> dict[str, Any]:
+        """What besides the request determines an answer (the key is not part of it)."""
+        return {
+            "provider": "openai",
+            "base_url": self.base_url,
+            "model": self.name,
+            "response_format": self.response_format,
+        }
+
     def __repr__(self) -> str:  # never shows the API key
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.name!r})"
 

@@ -34,6 +34,10 @@ class OpenAIEmbedder:
             max_retries=max_retries,
         )
 
+    @property
+    def cache_identity(self) -> str:
+        return f"openai:{self.base_url}:{self.name}"
+
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.name!r})"
 

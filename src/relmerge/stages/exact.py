@@ -220,7 +220,7 @@ class ExactStage:
         representative = min(group, key=lambda unit: unit.first).relation
         issue = StepIssue(
             subject=IssueSubject(type="dedup_group", id=group_subject_id(representative)),
-            code="deduplication_failed",
+            code=failure.code,
             severity="warning",
             message=failure.reason,
             resolution=IssueResolution(

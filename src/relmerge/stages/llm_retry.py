@@ -2,7 +2,7 @@
 
 Each retry tells the model what was invalid about its previous answer. A provider error
 that retrying cannot fix (bad key, unknown model) is raised and stops the run; transient
-ones count as a failed attempt.
+ones count as a failed attempt; a spent budget fails the group at once (no retry).
 """
 
 from __future__ import annotations
@@ -10,18 +10,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from relmerge.errors import InvalidAnswerError, ProviderError
+from relmerge.errors import BudgetExhaustedError, InvalidAnswerError, ProviderError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 T = TypeVar("T")
 
 
-class GroupFailed(Exception):
-    """Every attempt was invalid; ``reason`` is the last problem seen."""
+FAILED = "deduplication_failed"
+BUDGET_SPENT = "llm_budget_exhausted"
 
-    def __init__(self, reason: str) -> None:
+
+class GroupFailed(Exception):
+    """No valid answer: every attempt was invalid, or the LLM budget is spent.
+
+    ``reason`` is the last problem seen; ``code`` is the issue code the stage records.
+    """
+
+    def __init__(self, reason: str, code: str = FAILED) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
 
 async def ask_validated(
@@ -36,6 +44,8 @@ async def ask_validated(
     for _ in range(max_attempts):
         try:
             result = await llm.invoke(build(feedback))
+        except BudgetExhaustedError as error:
+            raise GroupFailed(str(error), BUDGET_SPENT) from None
         except ProviderError as error:
             if not error.retryable:
                 raise

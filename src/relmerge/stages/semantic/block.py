@@ -37,7 +37,7 @@ class BlockResult:
     clarifications: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
     llm_needed_pairs: int = 0
-    failure: str | None = None
+    failure: GroupFailed | None = None
 
 
 class BlockDecider:
@@ -202,7 +202,7 @@ class BlockDecider:
                 try:
                     await self._ask_batch(units, batch, entities, final, result, scores)
                 except GroupFailed as failure:
-                    result.failure = failure.reason
+                    result.failure = failure
                     result.clusters = final.clusters()
                     return result
                 for a, b in combinations(sorted(members), 2):

@@ -201,9 +201,9 @@ class SemanticStage:
                         type="dedup_block",
                         id=f"{first.source_entity_name}|{first.target_entity_name}",
                     ),
-                    code="deduplication_failed",
+                    code=result.failure.code,
                     severity="warning",
-                    message=result.failure,
+                    message=result.failure.reason,
                     resolution=IssueResolution(
                         action="kept_tier_decisions",
                         outcome="Only the rule-based merges of this block were applied.",

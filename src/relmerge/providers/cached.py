@@ -1,0 +1,119 @@
+"""Cache wrappers: the same request never reaches a model twice, across runs.
+
+``CachingModel`` replays an LLM answer for an identical request (same provider, endpoint,
+model, response format, task, messages, schema and temperature) and marks it ``cached``;
+answers are stored whatever they say, so a re-run replays the very same conversation,
+retries included, and ends with the same outputs. ``PersistentEmbedder`` does the same for
+embedding vectors, in chunks so that a killed run keeps what it had embedded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from relmerge.cache import CachedAnswer, RunCache, answer_key, vector_key
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, Usage
+from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.providers.parsing import parse_json_answer
+
+EMBED_CHUNK = 2048  # texts embedded and stored at a time
+
+
+def model_identity(model: Any) -> dict[str, Any]:
+    """What, besides the request, determines a model's answers.
+
+    Providers may expose ``cache_identity``; otherwise the class and the model name.
+    Wrappers (budget, rate limit) are looked through to the provider they hold.
+    """
+    while getattr(model, "cache_identity", None) is None and hasattr(model, "inner"):
+        model = model.inner
+    identity = getattr(model, "cache_identity", None)
+    if isinstance(identity, dict):
+        return identity
+    return {"provider": type(model).__name__, "model": model.name}
+
+
+def request_identity(request: LLMRequest) -> dict[str, Any]:
+    return {
+        "task": request.task,
+        "messages": [message.to_dict() for message in request.messages],
+        "schema": request.schema,
+        "temperature": request.temperature,
+    }
+
+
+class CachingModel:
+    """Answers from ``cache`` when it holds the request; else asks ``inner`` and stores."""
+
+    def __init__(self, inner: LanguageModel, cache: RunCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self.available = inner.available
+        self._identity = model_identity(inner)
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        key = answer_key(self._identity, request_identity(request))
+        hit = self.cache.answer(key)
+        if hit is not None:
+            return LLMResult(
+                text=hit.text,
+                parsed=parse_json_answer(hit.text),
+                model=hit.model,
+                usage=Usage(hit.prompt_tokens, hit.completion_tokens),
+                attempts=0,
+                cached=True,
+            )
+        result = await self.inner.invoke(request)
+        self.cache.put_answer(
+            key,
+            CachedAnswer(
+                result.text,
+                result.model,
+                result.usage.prompt_tokens,
+                result.usage.completion_tokens,
+            ),
+        )
+        return result
+
+
+def embedder_namespace(embedder: Any) -> str:
+    """What determines an embedder's vectors: ``cache_identity`` or class and model name."""
+    identity = getattr(embedder, "cache_identity", None)
+    return identity if isinstance(identity, str) else f"{type(embedder).__name__}:{embedder.name}"
+
+
+class PersistentEmbedder:
+    """Vectors from ``cache`` where present; the rest embedded by ``inner`` and stored.
+
+    Vectors are stored as the exact float32 bytes, so a cached vector equals a fresh one
+    and a resumed run scores every pair as an uninterrupted run does.
+    """
+
+    def __init__(self, inner: EmbeddingModel, cache: RunCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.name = inner.name
+        self._namespace = embedder_namespace(inner)
+        self.embedded_texts = 0
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        keys = [vector_key(self._namespace, text) for text in texts]
+        stored = self.cache.vectors(keys)
+        missing = [i for i, key in enumerate(keys) if key not in stored]
+        for start in range(0, len(missing), EMBED_CHUNK):
+            chunk = missing[start : start + EMBED_CHUNK]
+            vectors = await self.inner.embed([texts[i] for i in chunk])
+            items = [
+                (keys[i], np.ascontiguousarray(vector, np.float32).tobytes())
+                for i, vector in zip(chunk, vectors, strict=True)
+            ]
+            self.cache.put_vectors(items)
+            stored.update(items)
+            self.embedded_texts += len(chunk)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([np.frombuffer(stored[key], dtype=np.float32) for key in keys])

@@ -1,0 +1,208 @@
+"""Cache and resume through the real CLI: re-runs cost nothing, killed runs resume.
+
+The judge is the gold judge behind the loopback HTTP server; runs are real processes on a
+real disk, and the kills are SIGKILL, so nothing gets a chance to clean up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from relmerge.cli import main
+from relmerge.eval.gold import load_gold
+from relmerge.providers.gold import GoldJudge
+from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
+from tests.support.gold_judge import gold_task_handler
+from tests.support.llm_server import LLMServer, Reply
+
+pytestmark = needs_dev
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_args(out: Path, base_url: str, *extra: str) -> list[str]:
+    return [
+        "run",
+        str(DEV / "relations.jsonl"),
+        "--entity-mapping",
+        str(DEV / "entity_id_mapping.json"),
+        "--entities",
+        str(DEV / "entities.jsonl"),
+        "--output",
+        str(out),
+        "--llm-base-url",
+        base_url,
+        "--llm-model",
+        "gold",
+        "--embedding",
+        "hash",
+        "--concurrency",
+        "2",
+        "-q",
+        *extra,
+    ]
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    """What "same outputs" means (DESIGN §7): relation files, mapping and key lists."""
+    files = {
+        path.relative_to(out).as_posix(): path.read_bytes()
+        for path in (out / "deduplicated_relations").iterdir()
+    }
+    for name in ("relation_id_mapping.json", "deduplicated_relation_keys.json"):
+        files[name] = (out / name).read_bytes()
+    return files
+
+
+def body_key(body: Any) -> bytes:
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+@pytest.fixture(scope="module")
+def judge_server() -> Iterator[LLMServer]:
+    """The gold judge, a little slow (as real endpoints are) so that kills land mid-run."""
+    handle = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+
+    def slow(body: dict[str, Any]) -> Reply:
+        return dataclasses.replace(handle(body), delay=0.03)
+
+    with LLMServer(handler=slow) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def reference(judge_server: LLMServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uninterrupted run, for the others to equal."""
+    out = tmp_path_factory.mktemp("reference") / "out"
+    result = CliRunner().invoke(main, run_args(out, judge_server.base_url, "--no-cache"))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_a_rerun_into_the_same_out_sends_nothing_and_writes_the_same(
+    judge_server: LLMServer, reference: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    before = len(judge_server.requests)
+    assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
+    first = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+    sent = len(judge_server.requests) - before
+    assert first["llm_requests"] == sent > 0
+    assert outputs(out) == outputs(reference)
+
+    assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
+    second = check_outputs(out, DEV / "relations.jsonl")
+    assert len(judge_server.requests) - before == sent  # not one more request
+    assert second["llm_requests"] == 0
+    assert second["llm_cache_hits"] == sent
+    assert outputs(out) == outputs(reference)
+
+
+def test_a_shared_cache_serves_another_output_directory(
+    judge_server: LLMServer, reference: Path, tmp_path: Path
+) -> None:
+    cache = tmp_path / "shared.sqlite"
+    first, second = tmp_path / "a", tmp_path / "b"
+    args = ("--cache", str(cache))
+    assert CliRunner().invoke(main, run_args(first, judge_server.base_url, *args)).exit_code == 0
+    before = len(judge_server.requests)
+    assert CliRunner().invoke(main, run_args(second, judge_server.base_url, *args)).exit_code == 0
+    assert len(judge_server.requests) == before
+    assert outputs(second) == outputs(reference)
+    assert not (second / ".relmerge" / "cache.sqlite").exists()
+
+
+def test_cache_and_no_cache_exclude_each_other(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, run_args(tmp_path / "o", "http://127.0.0.1:9/v1", "--no-cache", "--cache", "x")
+    )
+    assert result.exit_code == 2
+    assert "exclude each other" in result.output
+
+
+def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "relmerge", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
+    """SIGKILL ``process`` as soon as ``ready()``; False if it finished first."""
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if ready():
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            return True
+        time.sleep(0.005)
+    process.wait()
+    return False
+
+
+KILL_POINTS: dict[str, Callable[[LLMServer, int, Path], bool]] = {
+    # Before any answer, during the exact stage, deep in the semantic stage, while writing.
+    "first request": lambda server, start, out: len(server.requests) > start,
+    "a few answers": lambda server, start, out: len(server.requests) >= start + 5,
+    "most answers": lambda server, start, out: len(server.requests) >= start + 40,
+    "writing relations": lambda server, start, out: any(
+        (out / "deduplicated_relations").glob("*.json")
+    ),
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_killed_run_resumes_to_the_same_outputs_without_repeating_answers(
+    point: str, judge_server: LLMServer, reference: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = run_args(out, judge_server.base_url)
+    start = len(judge_server.requests)
+    killed = _kill_when(_spawn(args), lambda: KILL_POINTS[point](judge_server, start, out))
+    assert killed, f"the run finished before the kill point {point!r}"
+    asked_before = {body_key(body) for body in judge_server.requests[start:]}
+    # A killed run never looks complete.
+    assert not (out / "deduplicate_relations_result.json").exists()
+
+    resumed_from = len(judge_server.requests)
+    process = _spawn(args)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr.decode()
+    assert outputs(out) == outputs(reference)
+    check_outputs(out, DEV / "relations.jsonl")
+    repeated = [
+        body for body in judge_server.requests[resumed_from:] if body_key(body) in asked_before
+    ]
+    # Only the requests in flight at the kill (at most --concurrency 2) are asked again.
+    assert len(repeated) <= 2
+
+
+def test_a_killed_run_is_not_mixed_with_a_run_of_other_inputs(
+    judge_server: LLMServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    start = len(judge_server.requests)
+    process = _spawn(run_args(out, judge_server.base_url))
+    assert _kill_when(process, lambda: len(judge_server.requests) >= start + 3)
+    other = run_args(out, judge_server.base_url, "--no-semantic")
+    refused = CliRunner().invoke(main, other)
+    assert refused.exit_code == 2
+    assert "--overwrite" in refused.output
+    replaced = CliRunner().invoke(main, [*other, "--overwrite"])
+    assert replaced.exit_code == 0, replaced.output
+    check_outputs(out, DEV / "relations.jsonl")
