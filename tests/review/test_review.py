@@ -140,3 +140,18 @@ def test_web_review_in_a_real_browser(reviewed_run: Path) -> None:
         browser.close()
     stored = ReviewQueue(reviewed_run).answers
     assert stored == {pending[0]["id"]: "keep_both"}
+
+
+def test_a_torn_last_answer_is_skipped_and_the_next_one_kept(tmp_path: Path) -> None:
+    """A process killed mid-append leaves half a line; the memory still loads and grows."""
+    from relmerge.review.memory import AnswerMemory
+
+    path = tmp_path / "answer_memory.jsonl"
+    AnswerMemory(path).remember("k1", "merge")
+    with path.open("ab") as handle:
+        handle.write(b'{"key": "k2", "ans')
+    memory = AnswerMemory(path)
+    assert memory.get("k1") == "merge" and memory.get("k2") is None
+    memory.remember("k3", "keep_both")
+    again = AnswerMemory(path)
+    assert again.get("k1") == "merge" and again.get("k3") == "keep_both"

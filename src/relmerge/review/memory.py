@@ -46,12 +46,21 @@ class AnswerMemory:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self._answers: dict[str, Answer] = {}
+        self._torn_tail = False
         if path is not None and path.is_file():
-            for line in path.read_bytes().splitlines():
-                if line.strip():
-                    item = orjson.loads(line)
-                    if item.get("answer") in ANSWERS:
-                        self._answers[item["key"]] = item["answer"]
+            data = path.read_bytes()
+            # A process killed mid-append leaves a torn last line: skip it, and start the
+            # next answer on a fresh line so that it is not glued to the torn one.
+            self._torn_tail = bool(data) and not data.endswith(b"\n")
+            for line in data.splitlines():
+                try:
+                    item = orjson.loads(line) if line.strip() else None
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+                    continue
+                if item.get("answer") in ANSWERS:
+                    self._answers[item["key"]] = item["answer"]
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -65,8 +74,10 @@ class AnswerMemory:
         self._answers[key] = answer
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            line = orjson.dumps({"key": key, "answer": answer, **extra}) + b"\n"
             with self.path.open("ab") as handle:
-                handle.write(orjson.dumps({"key": key, "answer": answer, **extra}) + b"\n")
+                handle.write(b"\n" + line if self._torn_tail else line)
+            self._torn_tail = False
 
     def remember_group(
         self,
