@@ -32,6 +32,23 @@ def _non_empty(value: str) -> str:
     return stripped
 
 
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type, for messages read by people who wrote JSON."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def coerce_attribute_value(value: Any) -> str | None:
     """Attribute values become strings: scalars as JSON text, nested values JSON-encoded.
 
@@ -49,7 +66,7 @@ def coerce_attribute_value(value: Any) -> str | None:
 def coerce_attributes(raw: Any) -> dict[str, str]:
     """Validate and coerce an ``attributes`` object to ``dict[str, str]`` (see DESIGN §2)."""
     if not isinstance(raw, dict):
-        raise ValueError(f"must be an object of string keys to values, not {type(raw).__name__}")
+        raise ValueError(f"must be an object of string keys to values, not {json_type_name(raw)}")
     result: dict[str, str] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not key.strip():
@@ -106,7 +123,9 @@ class ExtractedRelation(BaseModel):
     @field_validator("source_chunk_ids")
     @classmethod
     def _dedupe_chunk_ids(cls, value: list[str]) -> list[str]:
-        return list(dict.fromkeys(_non_empty(v) for v in value))
+        if any(not v.strip() for v in value):
+            raise ValueError("every chunk id must be a non-empty string")
+        return list(dict.fromkeys(v.strip() for v in value))
 
     @model_validator(mode="after")
     def _check_relation(self) -> ExtractedRelation:

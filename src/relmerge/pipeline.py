@@ -155,6 +155,11 @@ async def run_pipeline(
     mapping = validate_entity_mapping(entity_id_mapping)
     if config.strict and rejected:
         raise InputError(strict_failure(rejected))
+    if rejected and not originals:  # a wrong file, not a batch with a few bad records
+        raise InputError(
+            f"none of the {len(rejected)} input records is a valid relation; "
+            f"first: {rejected[0].origin}: {rejected[0].reason}"
+        )
     if before_work is not None:
         await before_work()
     clock.lap("load")

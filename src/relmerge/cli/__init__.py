@@ -20,7 +20,8 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except RelmergeError as error:
-            click.echo(f"error: {error}", err=True)
+            # One line whatever the message holds (a path or value with a line break).
+            click.echo(f"error: {' '.join(str(error).splitlines())}", err=True)
             sys.exit(2)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise

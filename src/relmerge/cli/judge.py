@@ -12,7 +12,7 @@ from rich.console import Console
 
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.errors import InputError
-from relmerge.io.load import read_entities, read_json_file
+from relmerge.io.load import read_entities, read_entity_mapping
 from relmerge.judge_api import JudgeContext, RelationJudge, RelationLike
 from relmerge.providers import get_embedder, get_llm
 from relmerge.stages.remap import validate_entity_mapping
@@ -83,7 +83,7 @@ def judge_command(
     Prints the decision (merge / keep_both), the tier that decided, the scores and why."""
     config, settings, embedding_settings = resolve_options(options, {})
     mapping = validate_entity_mapping(
-        read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
+        read_entity_mapping(entity_mapping) if entity_mapping else None
     )
     new = _remap(_parse(candidate, "--candidate"), mapping)
     olds = [_remap(item, mapping) for item in _existing(existing)]

@@ -14,7 +14,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
-from relmerge.io.load import read_entities, read_input, read_json_file
+from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
@@ -118,7 +118,7 @@ def run_command(
     )
     if dry_run:
         raws = asyncio.run(read_input(input_path))
-        mapping = read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
+        mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
         counts = plan(raws, mapping)
         table = Table(title=f"relmerge run --dry-run: {input_path}", show_header=False)
         for key, value in counts.items():
@@ -134,7 +134,7 @@ def run_command(
     raws = asyncio.run(read_input(input_path))
     # The batch lives until the process ends: keep the collector from rescanning it.
     gc.freeze()
-    mapping = read_json_file(entity_mapping, "entity mapping") if entity_mapping else None
+    mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
     console = Console(stderr=True, quiet=quiet)
     run_fingerprint = fingerprint(
         raws,

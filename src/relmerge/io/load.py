@@ -14,14 +14,20 @@ import orjson
 
 from relmerge.errors import InputError, RelmergeError
 from relmerge.io.records import RawRecord, unreadable
+from relmerge.model import json_type_name
 from relmerge.prompts.context import EntityContext
 from relmerge.stores.base import ObjectStore, validate_key
 from relmerge.stores.local import LocalStore
 
 RELATION_KEYS_FILE = "relation_keys.json"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def _decode(origin: str, data: bytes) -> RawRecord:
+    # A UTF-8 byte order mark (written by some Windows tools) is an encoding signature,
+    # not text: without this the first record of such a file would be rejected.
+    data = data.removeprefix(_UTF8_BOM)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -43,31 +49,62 @@ def read_jsonl(path: Path) -> Iterator[RawRecord]:
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     with handle:
+        if handle.read(2) in _UTF16_BOMS:
+            # Every line would be rejected as garbage: say once what the file is instead.
+            raise InputError(f"{path} is UTF-16 text; relmerge reads UTF-8 JSONL")
+        handle.seek(0)
         for number, line in enumerate(handle, start=1):
             if line.strip():
-                yield _decode(f"{path.name}:{number}", line.strip())
+                yield _decode(f"{_printable(path.name)}:{number}", line.strip())
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
     """Read relation objects by key; an invalid or missing key is a rejected record."""
     records = []
     for key in keys:
-        origin = str(key)
+        origin = _printable(key)
         try:
             validate_key(key)
             data = await store.get(key)
         except RelmergeError as error:
             records.append(unreadable(origin, str(error), None))
             continue
+        if data.startswith(_UTF16_BOMS):
+            records.append(unreadable(origin, "UTF-16 text; relmerge reads UTF-8 JSON", None))
+            continue
         records.append(_decode(origin, data))
     return records
 
 
-def parse_key_list(data: bytes, what: str) -> list[Any]:
+def _printable(key: Any) -> str:
+    """A key as text that can be written to JSON and a terminal.
+
+    A file name that is not UTF-8 is listed with lone surrogates (``\\udcff``); those are
+    escaped here so that reports and the run fingerprint never fail to encode them.
+    """
+    text = str(key)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _utf8_json(data: bytes, what: str) -> Any:
+    """A whole side file (key list, entity mapping) as JSON, or a one-line error naming it.
+
+    Bytes are decoded first: orjson's own message for bad UTF-8 speaks of surrogates.
+    """
     try:
-        keys = orjson.loads(data)
+        text = data.removeprefix(_UTF8_BOM).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"{what} is not UTF-8 text ({error.reason} at byte {error.start})"
+        ) from None
+    try:
+        return orjson.loads(text)
     except orjson.JSONDecodeError as error:
         raise InputError(f"{what} is not valid JSON: {error}") from None
+
+
+def parse_key_list(data: bytes, what: str) -> list[Any]:
+    keys = _utf8_json(data, what)
     if not isinstance(keys, list):
         raise InputError(f"{what} must be a JSON array of object keys")
     return keys
@@ -76,28 +113,50 @@ def parse_key_list(data: bytes, what: str) -> list[Any]:
 async def read_input(path: Path) -> list[RawRecord]:
     """Read INPUT as the CLI accepts it: JSONL file, store directory, or JSON directory."""
     if path.is_file():
-        return list(read_jsonl(path))
-    if not path.is_dir():
+        records = list(read_jsonl(path))
+        if not records:
+            raise InputError(f"no relation records in {path}: the file has no JSON lines")
+        return records
+    if not path.exists():
         raise InputError(f"input not found: {path}")
+    if not path.is_dir():
+        raise InputError(f"input {path} is not a regular file or a directory")
     store = LocalStore(path)
     keys_file = path / RELATION_KEYS_FILE
     if keys_file.is_file():
         keys = parse_key_list(keys_file.read_bytes(), str(keys_file))
+        if not keys:
+            raise InputError(f"no relation records in {path}: {RELATION_KEYS_FILE} is empty")
     else:
         keys = [key for key in await store.list() if key.endswith(".json")]
+        if not keys:
+            raise InputError(f"no relation records in {path}: it holds no .json files")
     return await read_store_keys(store, keys)
 
 
 def read_json_file(path: Path, what: str) -> Any:
     """A whole JSON file (entity mapping, gold…) with a one-line error when unreadable."""
     try:
-        return orjson.loads(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{what} not found: {path}") from None
     except OSError as error:
         raise InputError(f"cannot read {what} {path}: {error.strerror}") from None
-    except orjson.JSONDecodeError as error:
-        raise InputError(f"{what} {path} is not valid JSON: {error}") from None
+    return _utf8_json(data, f"{what} {path}")
+
+
+def read_entity_mapping(path: Path) -> dict[Any, Any]:
+    """An entity mapping file: a JSON object (its entries are checked by the remap stage).
+
+    A file given on purpose that holds ``null`` or a list is an error, never "no mapping".
+    """
+    value = read_json_file(path, "entity mapping")
+    if not isinstance(value, dict):
+        raise InputError(
+            f"entity mapping {path} must be a JSON object of id -> canonical id, "
+            f"not {json_type_name(value)}"
+        )
+    return value
 
 
 def read_jsonl_items(path: Path, what: str) -> Iterator[tuple[str, Any]]:

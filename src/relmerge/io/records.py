@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from relmerge.model import ExtractedRelation
+from relmerge.errors import InvalidKeyError
+from relmerge.model import ExtractedRelation, json_type_name
+from relmerge.stores.base import validate_key
 
 _MISSING = object()
 
@@ -42,8 +44,12 @@ def unreadable(origin: str, error: str, text: str | None) -> RawRecord:
     return RawRecord(origin=origin, error=error, text=text)
 
 
+# pydantic's type errors, said in JSON's words together with what the record holds instead.
+_EXPECTED = {"string_type": "a string", "list_type": "an array", "dict_type": "an object"}
+
+
 def describe_validation_error(error: ValidationError) -> str:
-    """``missing field 'name'; description: must be a non-empty string``."""
+    """``missing field 'name'; description: must be a string, not an array``."""
     problems = []
     for problem in error.errors():
         location = ".".join(str(part) for part in problem["loc"])
@@ -52,6 +58,11 @@ def describe_validation_error(error: ValidationError) -> str:
             problems.append(f"missing field {location!r}")
         elif problem["type"] == "extra_forbidden":
             problems.append(f"unknown field {location!r}")
+        elif problem["type"] in _EXPECTED:
+            expected = _EXPECTED[problem["type"]]
+            problems.append(
+                f"{location}: must be {expected}, not {json_type_name(problem['input'])}"
+            )
         elif location:
             problems.append(f"{location}: {message}")
         else:
@@ -69,13 +80,17 @@ def validate_records(raws: Iterable[RawRecord]) -> tuple[list[ExtractedRelation]
             rejected.append(Rejected(raw.origin, raw.error or "unreadable record", raw.text))
             continue
         if not isinstance(raw.data, dict):
-            reason = f"a relation must be a JSON object, not {type(raw.data).__name__}"
+            reason = f"a relation must be a JSON object, not {json_type_name(raw.data)}"
             rejected.append(Rejected(raw.origin, reason, raw.data))
             continue
         try:
             relation = ExtractedRelation.model_validate(raw.data)
         except ValidationError as error:
             rejected.append(Rejected(raw.origin, describe_validation_error(error), raw.data))
+            continue
+        key_problem = _output_key_problem(relation.relation_id)
+        if key_problem is not None:
+            rejected.append(Rejected(raw.origin, key_problem, raw.data))
             continue
         if relation.relation_id in seen:
             reason = f"duplicate relation_id {relation.relation_id!r} (an earlier record has it)"
@@ -84,3 +99,16 @@ def validate_records(raws: Iterable[RawRecord]) -> tuple[list[ExtractedRelation]
         seen.add(relation.relation_id)
         relations.append(relation)
     return relations, rejected
+
+
+def _output_key_problem(relation_id: str) -> str | None:
+    """Why ``relation_id`` cannot name its output object ``{prefix}/{relation_id}.json``.
+
+    Checked here so that one such id is one rejected record, not a failed write after the
+    whole run (``../x``, ``/abs``, ``a\\b``, ``a//b`` and NUL bytes make unsafe keys).
+    """
+    try:
+        validate_key(f"deduplicated_relations/{relation_id}.json")
+    except InvalidKeyError as error:
+        return f"relation_id {relation_id!r} cannot name its output file: {error}"
+    return None

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relmerge.errors import InputError
-from relmerge.model import ExtractedRelation, IssueResolution, IssueSubject, StepIssue
+from relmerge.model import (
+    ExtractedRelation,
+    IssueResolution,
+    IssueSubject,
+    StepIssue,
+    json_type_name,
+)
 
 
 def validate_entity_mapping(raw: Any) -> dict[str, str]:
@@ -21,14 +27,14 @@ def validate_entity_mapping(raw: Any) -> dict[str, str]:
     if not isinstance(raw, Mapping):
         raise InputError(
             f"entity id mapping must be a JSON object of id -> canonical id, "
-            f"not {type(raw).__name__}"
+            f"not {json_type_name(raw)}"
         )
     mapping: dict[str, str] = {}
     for key, value in raw.items():
-        if not isinstance(key, str) or not isinstance(value, str) or not value.strip():
+        if not all(isinstance(item, str) and item.strip() for item in (key, value)):
             raise InputError(
-                f"entity id mapping must map strings to non-empty strings; "
-                f"entry {key!r} -> {value!r} does not"
+                f"entity id mapping must map non-empty strings to non-empty strings; "
+                f"entry {_short(key)} -> {_short(value)} does not"
             )
         mapping[key.strip()] = value.strip()
     resolved: dict[str, str] = {}
@@ -42,6 +48,12 @@ def validate_entity_mapping(raw: Any) -> dict[str, str]:
             target = mapping[target]
         resolved[key] = target
     return resolved
+
+
+def _short(value: object) -> str:
+    """``repr`` cut short: an error message stays one readable line whatever the value."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass
