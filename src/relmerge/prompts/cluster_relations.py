@@ -15,12 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
 from relmerge.model import coerce_attributes
-from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, fenced_json
-from relmerge.prompts.context import RULES, EntityContext
+from relmerge.prompts.base import (
+    DATA_NOT_INSTRUCTIONS,
+    check_endpoints,
+    feedback_messages,
+    fenced_json,
+    shown,
+)
+from relmerge.prompts.context import RULES, EntityContext, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster"
-VERSION = 1
+VERSION = 2
 
 
 class ClusterEntry(BaseModel):
@@ -87,18 +93,13 @@ def build_request(
     feedback: Sequence[tuple[str, str]] = (),
 ) -> LLMRequest:
     user = (
-        entities[0].describe("A")
-        + "\n"
-        + entities[1].describe("B")
-        + f"\nRecords ({len(records)}):\n"
+        f"Records ({len(records)}), each between entity A and entity B:\n"
         + fenced_json(list(records))
+        + "\n"
+        + entity_block(entities)
     )
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
-    for previous, problem in feedback:
-        messages += [
-            Message("assistant", previous),
-            Message("user", f"That answer is invalid: {problem} Answer again with valid JSON."),
-        ]
+    messages += feedback_messages(feedback, "Answer again with valid JSON.")
     return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
 
 
@@ -113,24 +114,28 @@ class _Resolver:
         self.names = {r["source_entity_name"] for r in records} | {
             r["target_entity_name"] for r in records
         }
+        # Only the entity names the records show; the prompt shows no entity ids.
+        self.endpoints = {
+            field: self.names
+            for field in ("Node1", "Node2", "source_entity_name", "target_entity_name")
+        }
 
     def resolve(self, ref: Any, where: str) -> list[int]:
+        """Record indices named by ``ref``: an id of the request, or one of its pairs."""
         if not isinstance(ref, str):
-            raise InvalidAnswerError(f"{where}: {ref!r} is not a relation id")
+            raise InvalidAnswerError(f"{where}: {shown(ref)} is not a relation id")
         ref = ref.strip()
         if ref in self.by_id:
             return [self.by_id[ref]]
         if ref in self.by_pair:
             return self.by_pair[ref]
-        raise InvalidAnswerError(f"{where} names {ref!r}, which is not an input relation")
+        raise InvalidAnswerError(f"{where} names {shown(ref)}, which is not an input relation")
 
 
 def _entry_fields(entry: Any, resolver: _Resolver, where: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise InvalidAnswerError(f"{where} must be an object")
-    for node in ("Node1", "Node2"):
-        if node in entry and entry[node] not in resolver.names:
-            raise InvalidAnswerError(f"{where}.{node} {entry[node]!r} is not an input entity")
+    check_endpoints(entry, resolver.endpoints, where)
     fields: dict[str, Any] = {}
     for source, target in (("Relation", "name"), ("Type", "type"), ("Description", "description")):
         value = entry.get(source, entry.get(target))
@@ -155,7 +160,7 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
     outcome = ClusterOutcome()
     key_to_group: dict[str, int] = {}
     for key, members in table.items():
-        where = f"mapping_table[{key!r}]"
+        where = f"mapping_table[{shown(key)}]"
         if not isinstance(members, list):
             raise InvalidAnswerError(f"{where} must be a list")
         group = list(dict.fromkeys(resolver.resolve(key, where)))
@@ -166,7 +171,8 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
         for index in group:
             if index in seen and seen[index] != key:
                 raise InvalidAnswerError(
-                    f"{records[index]['relation_id']!r} is in two groups ({seen[index]!r}, {key!r})"
+                    f"{records[index]['relation_id']!r} is in two groups "
+                    f"({shown(seen[index])}, {shown(key)})"
                 )
             seen[index] = key
         if len(group) > 1:  # a record mapped only to itself is a no-op
@@ -179,7 +185,7 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
         where = f"relation_list[{position}]"
         fields = _entry_fields(entry, resolver, where)
         ref = entry.get("relation_id") or f"{entry.get('Node1')}||{entry.get('Node2')}"
-        referenced = set(resolver.resolve(ref, where)) if isinstance(ref, str) else set()
+        referenced = set(resolver.resolve(ref, where))
         for key, group_index in key_to_group.items():
             if key == ref or referenced & set(outcome.groups[group_index]):
                 outcome.fields.setdefault(group_index, fields)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relmerge.model import ExtractedRelation
-from relmerge.prompts.base import truncate
+from relmerge.prompts.base import fenced_json, truncate
 
 
 @dataclass(frozen=True)
@@ -16,13 +16,25 @@ class EntityContext:
     profile: str | None = None
     type: str | None = None
 
-    def describe(self, label: str, profile_chars: int = 800) -> str:
-        line = f"Entity {label}: {self.name}"
+    def as_data(self, profile_chars: int = 800) -> dict[str, str]:
+        """Name, type and profile as prompt data: extracted text, so never outside a block."""
+        data = {"name": self.name}
         if self.type:
-            line += f" ({self.type})"
+            data["type"] = self.type
         if self.profile:
-            line += f"\n  profile: {self.profile[:profile_chars]}"
-        return line
+            data["profile"] = truncate(self.profile, profile_chars)
+        return data
+
+
+def entity_block(entities: tuple[EntityContext, EntityContext]) -> str:
+    """The two entities of a block as a fenced JSON object ``{"A": …, "B": …}``.
+
+    It follows the records block: readers of the wire contract take the first ``json``
+    block of the message as the records.
+    """
+    return "Entities A and B:\n" + fenced_json(
+        {"A": entities[0].as_data(), "B": entities[1].as_data()}
+    )
 
 
 RULES = """Rules for "same fact":

@@ -14,12 +14,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from relmerge.errors import InvalidAnswerError
-from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, fenced_json
-from relmerge.prompts.context import RULES, EntityContext
+from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, feedback_messages, fenced_json, shown
+from relmerge.prompts.context import RULES, EntityContext, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"
-VERSION = 1
+VERSION = 2
 
 JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
@@ -65,18 +65,13 @@ def build_request(
 ) -> LLMRequest:
     records = [{**r, "role": "existing"} for r in existing] + [{**candidate, "role": "candidate"}]
     user = (
-        entities[0].describe("A")
-        + "\n"
-        + entities[1].describe("B")
-        + f"\nRecords ({len(records)}):\n"
+        f"Records ({len(records)}), each between entity A and entity B:\n"
         + fenced_json(records)
+        + "\n"
+        + entity_block(entities)
     )
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
-    for previous, problem in feedback:
-        messages += [
-            Message("assistant", previous),
-            Message("user", f"That answer is invalid: {problem} Answer again with valid JSON."),
-        ]
+    messages += feedback_messages(feedback, "Answer again with valid JSON.")
     return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
 
 
@@ -91,8 +86,13 @@ def validate_answer(parsed: Any, existing_ids: Sequence[str]) -> JudgeOutcome:
     reason = parsed.get("reason")
     reason = reason.strip() if isinstance(reason, str) else ""
     duplicate_of = parsed.get("duplicate_of")
-    if duplicate_of is not None and duplicate_of not in existing_ids:
-        raise InvalidAnswerError(f"duplicate_of {duplicate_of!r} is not an existing relation id")
+    if duplicate_of is not None and (
+        not isinstance(duplicate_of, str) or duplicate_of not in existing_ids
+    ):
+        raise InvalidAnswerError(
+            f"duplicate_of {shown(duplicate_of)} is not one of the existing relation ids "
+            f"{list(existing_ids)}"
+        )
     if verdict == "merge" and duplicate_of is None:
         if len(existing_ids) != 1:
             raise InvalidAnswerError('a "merge" verdict must name "duplicate_of"')

@@ -20,13 +20,15 @@ from relmerge.prompts.base import (
     RelationFields,
     check_endpoints,
     clean_fields,
+    feedback_messages,
     fenced_json,
+    shown,
     truncate,
 )
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_merge"
-VERSION = 1
+VERSION = 2
 
 
 class SplitPart(RelationFields):
@@ -96,23 +98,25 @@ def build_request(
     feedback: Sequence[tuple[str, str]] = (),
 ) -> LLMRequest:
     """The request for one batch; ``feedback`` holds (previous answer, what was invalid)."""
-    first = relations[0]
-    user = (
-        f"Source entity: {first.source_entity_name}\n"
-        f"Target entity: {first.target_entity_name}\n"
-        f"Records ({len(relations)}):\n"
-        + fenced_json([_record(relation, description_chars) for relation in relations])
+    # The entity names are extracted text: they reach the model only inside the records.
+    user = f"Records ({len(relations)}):\n" + fenced_json(
+        [_record(relation, description_chars) for relation in relations]
     )
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
-    for previous_answer, problem in feedback:
-        messages.append(Message("assistant", previous_answer))
-        messages.append(
-            Message(
-                "user",
-                f"That answer is invalid: {problem} Answer again with one valid JSON object.",
-            )
-        )
+    messages += feedback_messages(feedback, "Answer again with one valid JSON object.")
     return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+
+
+def _check_named_ids(raw: dict[str, Any], ids: Sequence[str], where: str) -> None:
+    """A fused relation or a part may name its own input ids, nothing else.
+
+    Only the semantic fields of an answer are ever used; ids are checked anyway, so that an
+    answer pointing at other relations (another group, an invented id) is refused, not
+    half-applied.
+    """
+    relation_id = raw.get("relation_id")
+    if relation_id is not None and (not isinstance(relation_id, str) or relation_id not in ids):
+        raise InvalidAnswerError(f"{where}.relation_id {shown(relation_id)} is not one of {ids}")
 
 
 def validate_answer(parsed: Any, relations: Sequence[ExtractedRelation]) -> list[MergePart]:
@@ -133,7 +137,20 @@ def validate_answer(parsed: Any, relations: Sequence[ExtractedRelation]) -> list
     if (fused is None) == (parts is None):
         raise InvalidAnswerError('the answer must have exactly one of "relation" or "relations"')
     if fused is not None:
-        check_endpoints(fused if isinstance(fused, dict) else {}, allowed, "relation")
+        if not isinstance(fused, dict):
+            raise InvalidAnswerError('"relation" must be a JSON object')
+        check_endpoints(fused, allowed, "relation")
+        _check_named_ids(fused, input_ids, "relation")
+        listed = fused.get("relation_ids")
+        if listed is not None and (
+            not isinstance(listed, list)
+            or not all(isinstance(i, str) for i in listed)
+            or sorted(listed) != sorted(input_ids)
+        ):
+            raise InvalidAnswerError(
+                '"relation" fuses every input: its relation_ids, when given, must be exactly '
+                f'the input ids {input_ids}; to keep some apart answer with "relations"'
+            )
         return [MergePart(tuple(input_ids), clean_fields(fused, "relation"))]
     if not isinstance(parts, list) or not parts:
         raise InvalidAnswerError('"relations" must be a non-empty list')
@@ -149,10 +166,13 @@ def validate_answer(parsed: Any, relations: Sequence[ExtractedRelation]) -> list
             raise InvalidAnswerError(f"{where}.relation_ids must be a non-empty list of ids")
         for relation_id in ids:
             if relation_id not in input_ids:
-                raise InvalidAnswerError(f"{where} names {relation_id!r}, which is not an input")
+                raise InvalidAnswerError(
+                    f"{where} names {shown(relation_id)}, which is not an input"
+                )
             if relation_id in seen:
-                raise InvalidAnswerError(f"{relation_id!r} is in more than one part")
+                raise InvalidAnswerError(f"{shown(relation_id)} is in more than one part")
             seen[relation_id] = index
+        _check_named_ids(part, ids, where)
         result.append(MergePart(tuple(ids), clean_fields(part, where)))
     missing = [relation_id for relation_id in input_ids if relation_id not in seen]
     if missing:
