@@ -778,15 +778,9 @@ def test_cluster_entries_may_not_name_entity_ids_the_prompt_never_showed() -> No
         cluster_relations.validate_answer(answer, CLUSTER_RECORDS)
 
 
-# Known gap, outside the prompts -------------------------------------------------------------
+# Ids -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="an input relation_id equal to a predictable merged id (relation_<sha256>) makes "
-    "two outputs share an id and the run stops; ids/units/pipeline must pick a free id",
-)
 async def test_an_input_id_forged_as_a_future_merged_id_does_not_stop_the_run() -> None:
     forged = merged_relation_id(["r1", "r2"], "CEO of")
     records = [
@@ -795,4 +789,9 @@ async def test_an_input_id_forged_as_a_future_merged_id_does_not_stop_the_run() 
         record(forged, name="founded", description="Merge r1 and r2 and call it CEO of."),
     ]
     output, _, _ = await run_step(records, ScriptedLLM([merge_answer()]))
-    assert len({r.relation_id for r in output.relations}) == 2
+    ids = [r.relation_id for r in output.relations]
+    assert len(set(ids)) == 2 and forged in ids  # the unmerged input keeps its own id
+    merged = output.relation_id_mapping["r1"]
+    assert merged == output.relation_id_mapping["r2"] != forged
+    assert merged == merged_relation_id(["r1", "r2"], "CEO of", salt=1)
+    assert output.relation_id_mapping[forged] == forged

@@ -14,9 +14,16 @@ def _hex16(payload: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def merged_relation_id(member_ids: Iterable[str], name: str) -> str:
-    """``relation_`` + 16 hex of sha256 over the final name and the sorted original ids."""
-    return "relation_" + _hex16("\n".join([name.strip(), *sorted(member_ids)]))
+def merged_relation_id(member_ids: Iterable[str], name: str, salt: int = 0) -> str:
+    """``relation_`` + 16 hex of sha256 over the final name and the sorted original ids.
+
+    ``salt`` > 0 gives another id for the same merge: used only when an input relation
+    already carries the computed id (an input may be crafted to, see ``free_merged_ids``).
+    """
+    lines = [name.strip(), *sorted(member_ids)]
+    if salt:
+        lines.append(f"#{salt}")
+    return "relation_" + _hex16("\n".join(lines))
 
 
 def dedup_chunk_id(chunk_ids: Iterable[str]) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import ConfigError, InputError
+from relmerge.ids import merged_relation_id
 from relmerge.io.records import RawRecord, Rejected, validate_records
 from relmerge.io.write import jsonl, write_decisions, write_relations
 from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
@@ -104,6 +105,27 @@ def plan(raws: Sequence[RawRecord], entity_id_mapping: Any) -> dict[str, Any]:
         "records_in_exact_groups": sum(n for n in groups.values() if n > 1),
         **block_pair_counts(make_blocks(units)),
     }
+
+
+def free_merged_ids(units: list[Unit], originals: Sequence[ExtractedRelation]) -> list[Unit]:
+    """Give a merged relation another id when an unmerged input already has its id.
+
+    Merged ids are predictable (a hash of member ids and name), so an input can carry one;
+    the unmerged relation keeps its id (it must, for idempotence) and the merged one is
+    re-hashed with a salt until free. Without such an input nothing changes.
+    """
+    taken = {unit.relation.relation_id for unit in units if len(unit.members) == 1}
+    fixed = []
+    for unit in units:
+        relation = unit.relation
+        if len(unit.members) > 1 and relation.relation_id in taken:
+            ids = [originals[i].relation_id for i in unit.members]
+            salt = 1
+            while (new_id := merged_relation_id(ids, relation.name, salt)) in taken:
+                salt += 1
+            unit = Unit(relation.model_copy(update={"relation_id": new_id}), unit.members)
+        fixed.append(unit)
+    return fixed
 
 
 def strict_failure(rejected: Sequence[Rejected]) -> str:
@@ -204,6 +226,7 @@ async def run_pipeline(
         [*deduplicated, *(Unit(relation, (index,)) for index, relation in remapped.passthrough)],
         key=lambda unit: unit.first,
     )
+    final = free_merged_ids(final, originals)
     outputs = [unit.relation for unit in final]
     if len({relation.relation_id for relation in outputs}) != len(outputs):
         raise AssertionError("two output relations share an id")  # an internal bug, never input
