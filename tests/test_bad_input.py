@@ -512,6 +512,25 @@ def test_a_2mb_description_is_stored_whole_and_cut_only_inside_the_prompt(
         assert stored["description"] == big_text
 
 
+def test_megabyte_descriptions_go_through_the_semantic_stage_whole(tmp_path: Path) -> None:
+    """Scores use the opening of a long text (the fuzzy ratio is quadratic); nothing is cut
+    in the stored record."""
+    big_text = "Ada Lind became CEO of Norrbeck Systems in 2017." + " Background." * 180_000
+    items = [
+        record("small", name="chief executive of", description="Ada Lind became CEO in 2017."),
+        record("big", description=big_text),
+        record("bigger", name="leads", description=big_text + " More."),
+    ]
+    out = tmp_path / "out"
+    ids = {"small", "big", "bigger"}
+    assert_set_aside(run(write_jsonl(tmp_path / "in.jsonl", items), out), out, ids, {})
+    mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
+    for relation_id in mapping.values():
+        stored = orjson.loads((out / "deduplicated_relations" / f"{relation_id}.json").read_bytes())
+        if stored["name"] != "chief executive of":
+            assert stored["description"].startswith(big_text)
+
+
 def _step_context(keys: list[Any], mapping: Any) -> tuple[DictContext, MemoryStore]:
     store = MemoryStore()
     for item in GOOD:

@@ -36,20 +36,25 @@ def _sides(pairs: list[tuple[TermSet, TermSet]], text: str) -> frozenset[tuple[i
     return frozenset(found)
 
 
+FUZZY_TEXT_CHARS = 2000
+
+
 def relation_features(relation: ExtractedRelation, lexicon: Lexicon) -> RelationFeatures:
     name = normalize_key_text(relation.name)
     description = normalize_key_text(relation.description)
     attributes = " ".join(normalize_key_text(v) for v in relation.attributes.values())
     # A relation given as plain text has its text as both name and description: once.
     body = name if description == name else f"{name} {description}"
-    text = f"{body} {attributes}".strip()
+    full_text = f"{body} {attributes}".strip()
     roles = {role for role, terms in lexicon.roles.items() if terms.any_in(name)}
     if not roles:
         roles = {role for role, terms in lexicon.roles.items() if terms.any_in(description)}
     return RelationFeatures(
         name=name,
-        text=text,
-        numbers=extract_numbers(text, lexicon),
+        # The fuzzy ratio is quadratic in length: a megabyte description would take minutes
+        # per pair. Its opening is what states the relation; numbers come from all of it.
+        text=full_text[:FUZZY_TEXT_CHARS],
+        numbers=extract_numbers(full_text, lexicon),
         roles=frozenset(roles),
         # Only the opening of a description states the relation; later sentences of long
         # ones add background whose negations say nothing about it.
