@@ -362,3 +362,20 @@ async def test_decision_log_has_the_documented_keys() -> None:
             decision
         )
         assert decision["stage"] == "exact"
+
+
+async def test_a_merged_description_copied_from_a_cut_prompt_text_is_refused() -> None:
+    """The prompt shows long descriptions cut; an answer that copies the cut is retried."""
+    long_text = "Ada Lind leads Norrbeck. " * 200
+    records = [record("r1", description=long_text), record("r2", description="CEO since 2017.")]
+    llm = ScriptedLLM(
+        [
+            merge_answer(description=long_text[:100] + " …[truncated]"),
+            merge_answer(description="Ada Lind leads Norrbeck as CEO since 2017."),
+        ]
+    )
+    output, _, _ = await run_step(records, llm, prompt_description_chars=100)
+    assert len(llm.requests) == 2
+    assert "marker" in llm.requests[1].messages[-1].content
+    (merged,) = output.relations
+    assert merged.description == "Ada Lind leads Norrbeck as CEO since 2017."

@@ -99,9 +99,12 @@ def fenced_json(value: Any) -> str:
     return "```json\n" + inert_json(value, indent=True) + "\n```"
 
 
+TRUNCATED = "…[truncated]"
+
+
 def truncate(text: str, limit: int) -> str:
     """Cut prompt text to ``limit`` characters; the stored record is never cut."""
-    return text if len(text) <= limit else text[:limit] + " …[truncated]"
+    return text if len(text) <= limit else f"{text[:limit]} {TRUNCATED}"
 
 
 def clean_fields(raw: Any, where: str) -> dict[str, Any]:
@@ -114,6 +117,12 @@ def clean_fields(raw: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, str) or not value.strip():
             raise InvalidAnswerError(f"LLM output is missing a non-empty {field} field ({where}).")
         cleaned[field] = value.strip()
+    if TRUNCATED in cleaned["description"]:
+        # Copying the prompt's cut text would store a cut description.
+        raise InvalidAnswerError(
+            f"{where}.description contains the marker {TRUNCATED!r} of a shortened input; "
+            "write the merged description without it"
+        )
     try:
         cleaned["attributes"] = coerce_attributes(raw.get("attributes") or {})
     except ValueError as error:
