@@ -190,6 +190,9 @@ def _error_body(status: int) -> dict[str, Any]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    # socketserver's default backlog of 5 drops the SYNs of a burst of concurrent clients,
+    # and each dropped SYN costs the client a one-second retransmit.
+    request_queue_size = 128
     owner: LLMServer
 
 

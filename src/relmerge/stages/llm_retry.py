@@ -19,6 +19,16 @@ T = TypeVar("T")
 FAILED = "deduplication_failed"
 BUDGET_SPENT = "llm_budget_exhausted"
 
+# Stands in for an empty answer in the retry's conversation: several OpenAI-compatible
+# servers (Mistral, gateways in front of Anthropic models) reject an empty assistant turn
+# with HTTP 400, which would stop the whole run instead of failing one attempt.
+EMPTY_ANSWER = "(empty answer)"
+
+
+def _previous(text: str) -> str:
+    """The previous answer as the retry quotes it back: never empty, at most 4000 chars."""
+    return text[:4000] if text.strip() else EMPTY_ANSWER
+
 
 class GroupFailed(Exception):
     """No valid answer: every attempt was invalid, or the LLM budget is spent.
@@ -53,11 +63,11 @@ async def ask_validated(
             continue
         if result.parsed is None:
             reason = "LLM output is not valid JSON."
-            feedback.append((result.text[:4000], reason))
+            feedback.append((_previous(result.text), reason))
             continue
         try:
             return validate(result.parsed), result
         except InvalidAnswerError as error:
             reason = str(error)
-            feedback.append((result.text[:4000], reason))
+            feedback.append((_previous(result.text), reason))
     raise GroupFailed(reason)
