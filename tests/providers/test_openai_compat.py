@@ -407,6 +407,48 @@ async def test_ok_status_with_a_non_json_body_is_a_provider_error(
     assert caught.value.attempts == 1
 
 
+async def test_after_a_good_answer_a_stray_error_page_is_retried(
+    llm_server: LLMServer, make_model: ModelFactory
+) -> None:
+    """Mid-run, a proxy's error page is one request's bad luck, not a wrong base URL."""
+    model = make_model(max_retries=3)
+    llm_server.enqueue(json_reply(MERGED))
+    await model.invoke(merge_request())
+    llm_server.enqueue(Reply(body=b"<html>502 Bad Gateway</html>"), Reply(body={"id": "x"}))
+    llm_server.enqueue(json_reply(MERGED))
+
+    result = await model.invoke(merge_request())
+
+    assert result.parsed == MERGED and result.attempts == 3
+    llm_server.handler = lambda body: Reply(body=b"<html>down</html>")
+    with pytest.raises(ProviderError) as caught:
+        await model.invoke(merge_request())
+    assert caught.value.retryable is True and caught.value.attempts == 4
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+async def test_a_rejected_request_stops_the_run_only_before_any_good_answer(
+    llm_server: LLMServer, make_model: ModelFactory, status: int
+) -> None:
+    """First request refused: a misconfiguration (stop). Later: that request's problem
+    (e.g. too long for the context), so only its group fails."""
+    model = make_model(max_retries=3)
+    llm_server.enqueue(Reply(status=status))
+    with pytest.raises(ProviderError) as first:
+        await model.invoke(merge_request())
+    assert first.value.retryable is False
+
+    llm_server.enqueue(json_reply(MERGED), Reply(status=status))
+    await model.invoke(merge_request())
+    with pytest.raises(ProviderError) as later:
+        await model.invoke(merge_request())
+    assert later.value.retryable is True and later.value.attempts == 1
+    llm_server.enqueue(Reply(status=401))
+    with pytest.raises(ProviderError) as auth:
+        await model.invoke(merge_request())
+    assert auth.value.retryable is False  # a bad key is never one request's problem
+
+
 # Accounting through ask_merge -------------------------------------------------------------
 
 
@@ -525,3 +567,29 @@ def test_merge_first_handler_reads_the_last_user_message_with_records() -> None:
     assert reply.status == 200
     assert orjson.loads(reply.content) == MERGED
     assert merge_first_handler({"messages": [{"role": "user", "content": "hi"}]}).status == 400
+
+
+async def test_a_run_goes_on_when_one_request_is_too_long_for_the_context(
+    llm_server: LLMServer, make_model: ModelFactory
+) -> None:
+    from tests.factories import record, run_step
+
+    def handler(body: dict[str, Any]) -> Reply:
+        records = request_records(body) or []
+        if any("very long" in item["description"] for item in records):
+            return Reply(status=400, body={"error": {"message": "context length exceeded"}})
+        return merge_first_handler(body)
+
+    llm_server.handler = handler
+    records = [
+        record("a1", name="founded", description="Founded it in 1990."),
+        record("a2", name="founded", description="Set it up in 1990."),
+        record("b1", description="CEO since 2017, very long."),
+        record("b2", description="Chief executive."),
+    ]
+    output, _, _ = await run_step(records, make_model(max_retries=1), concurrency=1)
+    assert output.relation_id_mapping["a1"] == output.relation_id_mapping["a2"]
+    assert output.relation_id_mapping["b1"] == "b1" and output.relation_id_mapping["b2"] == "b2"
+    (issue,) = output.result["issues"]
+    assert issue["code"] == "deduplication_failed"
+    assert "context length exceeded" in issue["message"]

@@ -32,6 +32,18 @@ _RETRYABLE = (
 # Statuses worth another try besides 429/5xx, as the OpenAI SDK itself does.
 _RETRYABLE_STATUS = (408, 409)
 _MAX_BACKOFF_SECONDS = 30.0
+# Statuses that reject one request rather than the endpoint (once it has answered before).
+_REQUEST_STATUS = (400, 413, 422)
+
+
+class _NotACompletion(Exception):
+    """A 2xx answer that is not a chat completion (no choices)."""
+
+
+def _not_a_completion(error: Exception) -> str:
+    if isinstance(error, _NotACompletion):
+        return str(error)
+    return f"the response is not JSON ({type(error).__name__})"
 
 
 def response_format_for(mode: ResponseFormat, task: str, schema: dict[str, Any]) -> Any:
@@ -88,6 +100,7 @@ class OpenAICompatibleModel:
         self.response_format: ResponseFormat = response_format
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
+        self._healthy = False  # set by the first well-formed answer
         # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK insists on one.
         self._client = client or openai.AsyncOpenAI(
             base_url=base_url,
@@ -121,12 +134,20 @@ class OpenAICompatibleModel:
         return body
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
+        """Send one request; retry transient failures; raise :class:`ProviderError`.
+
+        Until the endpoint has answered once, an answer that is not a chat completion and
+        a rejected request (400, 413, 422) mean a misconfiguration, which stops the run.
+        Afterwards they are one request's problem (a proxy's error page, a prompt too long
+        for the context): retried, then ``retryable`` so that only its group fails.
+        """
         body = self._body(request)
         attempts = 0
         while True:
             attempts += 1
             try:
                 completion = await self._client.chat.completions.create(**body)
+                return self._result(completion, attempts)
             except _RETRYABLE as error:
                 if attempts > self.max_retries:
                     raise ProviderError(
@@ -135,27 +156,34 @@ class OpenAICompatibleModel:
                         attempts=attempts,
                     ) from None
                 await asyncio.sleep(self._delay(error, attempts))
-                continue
             except openai.APIStatusError as error:
                 if error.status_code in _RETRYABLE_STATUS and attempts <= self.max_retries:
                     await asyncio.sleep(self._delay(error, attempts))
                     continue
                 raise ProviderError(
                     f"{self.base_url}: {_describe(error)}: {self._redact(error.message)}",
-                    retryable=False,
+                    retryable=self._healthy and error.status_code in _REQUEST_STATUS,
                     attempts=attempts,
                 ) from None
             except openai.OpenAIError as error:
                 raise ProviderError(
                     f"{self.base_url}: {_describe(error)}", retryable=False, attempts=attempts
                 ) from None
-            except ValueError as error:  # a 2xx body that is not JSON: not an OpenAI API
-                raise ProviderError(
-                    f"{self.base_url}: the response is not JSON ({type(error).__name__})",
-                    retryable=False,
-                    attempts=attempts,
-                ) from None
-            return self._result(completion, attempts)
+            except (ValueError, _NotACompletion) as error:  # 2xx, but not a chat completion
+                if not self._healthy:
+                    raise ProviderError(
+                        f"{self.base_url}: {_not_a_completion(error)}; is this an "
+                        "OpenAI-compatible chat endpoint (base URL usually ends in /v1)?",
+                        retryable=False,
+                        attempts=attempts,
+                    ) from None
+                if attempts > self.max_retries:
+                    raise ProviderError(
+                        f"{self.base_url}: {_not_a_completion(error)} after {attempts} attempts",
+                        retryable=True,
+                        attempts=attempts,
+                    ) from None
+                await asyncio.sleep(self._delay(error, attempts))
 
     def _delay(self, error: Exception, attempts: int) -> float:
         """Seconds before the next try: ``Retry-After`` if given, else backoff with jitter."""
@@ -179,17 +207,12 @@ class OpenAICompatibleModel:
     def _result(self, completion: Any, attempts: int) -> LLMResult:
         choices = getattr(completion, "choices", None)
         if not isinstance(choices, list) or not choices:
-            # A 200 without choices is not a chat-completions endpoint (wrong base_url?).
-            raise ProviderError(
-                f"{self.base_url}: the response has no choices; is this an OpenAI-compatible "
-                "chat endpoint (base URL usually ends in /v1)?",
-                retryable=False,
-                attempts=attempts,
-            )
+            raise _NotACompletion("the response has no choices")
         text = ""
         if choices and choices[0].message is not None:
             text = choices[0].message.content or ""
         usage = getattr(completion, "usage", None)
+        self._healthy = True
         return LLMResult(
             text=text,
             parsed=parse_json_answer(text),
