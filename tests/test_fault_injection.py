@@ -210,6 +210,7 @@ async def test_dev_set_under_the_fault_mix(dev: DevSet, semantic: bool) -> None:
     assert result["llm_requests"] == faulty.server_requests == faults.counts.total()
     transport = sum(faults.counts[kind] for kind in ("rate_limited", "server_error", "dropped"))
     assert result["llm_failed_requests"] == transport
+    assert result["llm_invalid_answers"] == faults.counts["garbage"]
     assert result["llm_requests"] > reference.output.result["llm_requests"]
 
     # Issues say what happened: one per question that never got a valid answer within
@@ -311,6 +312,7 @@ async def test_garbage_only_fails_every_question_with_its_reason(
     assert result["failed_group_count"] == questions == faults.unanswered_questions(8, 3)
     assert result["llm_requests"] == run.server_requests == MAX_ATTEMPTS * questions
     assert result["llm_failed_requests"] == 0  # every answer arrived; none was usable
+    assert result["llm_invalid_answers"] == MAX_ATTEMPTS * questions
     # Retries carry the invalid answer back with what was wrong; never an empty turn.
     retries = [body for body in run.requests if len(body["messages"]) > 2]
     assert len(retries) == (MAX_ATTEMPTS - 1) * questions

@@ -270,6 +270,7 @@ async def run_pipeline(
         "llm_model": llm.name,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
+        "llm_invalid_answers": model.stats.invalid_answers,
         "llm_cache_hits": model.stats.cache_hits,
         "tokens": model.stats.tokens(),
         "llm_budget": {

@@ -77,6 +77,9 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         ("unsure → clarifications.jsonl", result["clarification_count"]),
         ("failed groups (originals kept)", result["failed_group_count"]),
         ("LLM requests sent", result["llm_requests"]),
+        ("LLM requests that failed (HTTP; retried)", result["llm_failed_requests"]),
+        ("LLM answers that were invalid (retried)", result["llm_invalid_answers"]),
+        ("LLM answers from the cache", result["llm_cache_hits"]),
         ("tokens", result["tokens"]["total"]),
         ("seconds", result["seconds"]["total"]),
     ]

@@ -13,6 +13,7 @@ class LLMStats:
     requests: int = 0
     cache_hits: int = 0
     failed_requests: int = 0
+    invalid_answers: int = 0  # answers that arrived but were not JSON or failed validation
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -32,6 +33,9 @@ class AccountingModel:
         self.name = inner.name
         self.available = inner.available
         self.stats = LLMStats()
+
+    def note_invalid(self) -> None:
+        self.stats.invalid_answers += 1
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         try:

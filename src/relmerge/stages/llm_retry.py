@@ -64,10 +64,19 @@ async def ask_validated(
         if result.parsed is None:
             reason = "LLM output is not valid JSON."
             feedback.append((_previous(result.text), reason))
+            _note_invalid(llm)
             continue
         try:
             return validate(result.parsed), result
         except InvalidAnswerError as error:
             reason = str(error)
             feedback.append((_previous(result.text), reason))
+            _note_invalid(llm)
     raise GroupFailed(reason)
+
+
+def _note_invalid(llm: LanguageModel) -> None:
+    """Tell the run's accounting (``AccountingModel.note_invalid``) an answer was unusable."""
+    note = getattr(llm, "note_invalid", None)
+    if callable(note):
+        note()
