@@ -27,27 +27,36 @@ class Unit:
 
 
 def merge_units(
-    units: Sequence[Unit], originals: Sequence[ExtractedRelation], fields: dict[str, Any]
+    units: Sequence[Unit],
+    originals: Sequence[ExtractedRelation],
+    fields: dict[str, Any],
+    lead: Unit | None = None,
 ) -> Unit:
     """Fuse ``units`` into one relation carrying ``fields`` (type, name, description, attrs).
 
     The representative is the member that comes first in input order: it gives
-    ``document_id``, the endpoint names and ids. Chunk ids are aggregated in input order.
-    A single unit is returned unchanged: merging with nothing keeps id and content.
+    ``document_id`` and, unless a ``lead`` is given, the endpoint names and ids. A ``lead``
+    (one of ``units``) gives the direction instead: the semantic stage passes its first
+    directed member when a symmetric representative was merged with directed relations,
+    so that the output states the directed fact the right way round (DESIGN §2: the
+    representative gives the direction of a symmetric relation). Chunk ids are aggregated
+    in input order. A single unit is returned unchanged: merging with nothing keeps id and
+    content.
     """
     if len(units) == 1:
         return units[0]
     members = tuple(sorted(index for unit in units for index in unit.members))
-    representative = min(units, key=lambda unit: unit.first).relation
+    first = min(units, key=lambda unit: unit.first)
+    representative, ends = first.relation, (lead or first).relation
     chunk_ids = list(dict.fromkeys(c for i in members for c in originals[i].chunk_ids()))
     merged = ExtractedRelation.model_construct(
         relation_id=merged_relation_id((originals[i].relation_id for i in members), fields["name"]),
         chunk_id=dedup_chunk_id(chunk_ids),
         document_id=representative.document_id,
-        source_entity_id=representative.source_entity_id,
-        target_entity_id=representative.target_entity_id,
-        source_entity_name=representative.source_entity_name,
-        target_entity_name=representative.target_entity_name,
+        source_entity_id=ends.source_entity_id,
+        target_entity_id=ends.target_entity_id,
+        source_entity_name=ends.source_entity_name,
+        target_entity_name=ends.target_entity_name,
         type=fields["type"],
         name=fields["name"],
         description=fields["description"],

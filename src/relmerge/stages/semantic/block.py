@@ -29,6 +29,20 @@ from relmerge.stages.semantic.tiers import PairDecision, Verdict
 from relmerge.stages.units import Unit, member_ids
 
 
+def cluster_lead(cluster: Sequence[int], symmetric: Sequence[bool]) -> int:
+    """The member a merged cluster is shown and written as: its first directed member, or
+    its first member when every name is symmetric (or ``symmetric`` is not given).
+
+    A symmetric relation may merge with directed ones of either direction; if the merged
+    relation showed the symmetric one, it would hide its directed members, and a later
+    look (the next round, or relmerge run on its own output) could merge it with a
+    reversed directed relation that a hard direction keep had kept apart. Shown as its
+    directed member, the direction keep still binds. Within one cluster the directed
+    members all share one direction (any reversed directed pair is a hard keep).
+    """
+    return next((i for i in cluster if i < len(symmetric) and not symmetric[i]), cluster[0])
+
+
 @dataclass
 class BlockResult:
     clusters: list[list[int]]  # local unit indices
@@ -91,7 +105,9 @@ class BlockDecider:
         units: Sequence[Unit],
         pairs: Sequence[PairDecision],
         entities: tuple[EntityContext, EntityContext],
+        symmetric: Sequence[bool] = (),
     ) -> BlockResult:
+        """``symmetric`` flags each unit whose name is symmetric (see :func:`cluster_lead`)."""
         pairs = self._remembered(units, pairs, entities)
         hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
         scores = {(p.a, p.b): p.scores for p in pairs}
@@ -141,7 +157,7 @@ class BlockDecider:
                 )
             return result
         return await self._ask(
-            units, hard, joined, pending, auto.clusters(), entities, result, scores
+            units, hard, joined, pending, auto.clusters(), entities, result, scores, symmetric
         )
 
     async def _ask(
@@ -154,6 +170,7 @@ class BlockDecider:
         entities: tuple[EntityContext, EntityContext],
         result: BlockResult,
         scores: dict[tuple[int, int], dict[str, float]],
+        symmetric: Sequence[bool],
     ) -> BlockResult:
         final = ConstrainedClusters(len(units))
         hard_set = set(hard)
@@ -200,7 +217,7 @@ class BlockDecider:
                     break
                 sent += 1
                 try:
-                    await self._ask_batch(units, batch, entities, final, result, scores)
+                    await self._ask_batch(units, batch, entities, final, result, scores, symmetric)
                 except GroupFailed as failure:
                     result.failure = failure
                     result.clusters = final.clusters()
@@ -215,11 +232,17 @@ class BlockDecider:
         return result
 
     def _record(
-        self, units: Sequence[Unit], cluster: list[int], forward: tuple[str, str]
+        self,
+        units: Sequence[Unit],
+        cluster: list[int],
+        forward: tuple[str, str],
+        symmetric: Sequence[bool],
     ) -> dict[str, Any]:
         originals = self._ids([units[i] for i in cluster])
         record = directed_record(
-            units[cluster[0]].relation, forward, self.config.prompt_description_chars
+            units[cluster_lead(cluster, symmetric)].relation,
+            forward,
+            self.config.prompt_description_chars,
         )
         if len(originals) > 1:
             record["mentions"] = len(originals)
@@ -234,9 +257,10 @@ class BlockDecider:
         final: ConstrainedClusters,
         result: BlockResult,
         scores: dict[tuple[int, int], dict[str, float]],
+        symmetric: Sequence[bool],
     ) -> None:
         forward = (entities[0].entity_id, entities[1].entity_id)
-        records = [self._record(units, cluster, forward) for cluster in batch]
+        records = [self._record(units, cluster, forward, symmetric) for cluster in batch]
         groups: list[list[int]]
         unsure: list[list[int]]
         fields: dict[int, dict[str, Any]] = {}

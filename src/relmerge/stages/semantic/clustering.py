@@ -52,11 +52,21 @@ class ConstrainedClusters:
         return True
 
     def join_all(self, items: Iterable[int]) -> list[int]:
-        """Join a group greedily in order; return the members that could not join."""
+        """Join a group greedily in order; return the members that could not join the
+        first member's cluster.
+
+        Members refused by the first one still join each other where no keep forbids it:
+        the group said they state one fact, and a keep between A and B says nothing about
+        B and C. (Leaving them apart also left work for a second run: relmerge run on its
+        own output would merge them then.)
+        """
         items = list(items)
+        anchors = items[:1]
         refused = []
         for item in items[1:]:
-            if not self.join(items[0], item):
+            if not any(self.join(anchor, item) for anchor in anchors):
+                anchors.append(item)
+            if self.find(item) != self.find(items[0]):
                 refused.append(item)
         return refused
 

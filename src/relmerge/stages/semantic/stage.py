@@ -16,7 +16,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.review.memory import AnswerMemory
-from relmerge.stages.semantic.block import BlockDecider, BlockResult
+from relmerge.stages.semantic.block import BlockDecider, BlockResult, cluster_lead
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.features import RelationFeatures, relation_features
 from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
@@ -58,8 +58,10 @@ def _lexicon(config: DeduplicateRelationsConfig) -> Lexicon:
     )
 
 
-def _deterministic_fields(units: Sequence[Unit]) -> dict[str, Any]:
-    representative = min(units, key=lambda unit: unit.first).relation
+def _deterministic_fields(units: Sequence[Unit], lead: Unit) -> dict[str, Any]:
+    """Fields of a rule-based merge: the ``lead``'s (see ``cluster_lead``), with the
+    attributes of every member, first seen wins."""
+    representative = lead.relation
     attributes: dict[str, str] = {}
     for unit in sorted(units, key=lambda u: u.first):
         for key, value in unit.relation.attributes.items():
@@ -123,7 +125,8 @@ class SemanticStage:
         )
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
         for members, result in zip(multi, results, strict=True):
-            final.extend(self._apply(units, members, result, outcome))
+            symmetric = [features[i].symmetric for i in members]
+            final.extend(self._apply(units, members, result, outcome, symmetric))
         outcome.units = sorted(final, key=lambda unit: unit.first)
         outcome.merge_count = len(units) - len(outcome.units)
         outcome.issues.extend(
@@ -176,7 +179,8 @@ class SemanticStage:
             self._entity(first.source_entity_id, first.source_entity_name),
             self._entity(first.target_entity_id, first.target_entity_name),
         )
-        result = await self._decider.decide(local, pairs, entities)
+        symmetric = [features[i].symmetric for i in members]
+        result = await self._decider.decide(local, pairs, entities, symmetric)
         self.on_block_done(1)
         return result
 
@@ -186,6 +190,7 @@ class SemanticStage:
         members: list[int],
         result: BlockResult,
         outcome: SemanticOutcome,
+        symmetric: Sequence[bool],
     ) -> list[Unit]:
         local = [units[i] for i in members]
         outcome.decisions.extend(result.decisions)
@@ -213,10 +218,14 @@ class SemanticStage:
         merged = []
         for cluster in result.clusters:
             cluster_units = [local[i] for i in cluster]
+            lead = local[cluster_lead(cluster, symmetric)]
             fields = next((result.fields[i] for i in cluster if i in result.fields), None)
             merged.append(
                 merge_units(
-                    cluster_units, self.originals, fields or _deterministic_fields(cluster_units)
+                    cluster_units,
+                    self.originals,
+                    fields or _deterministic_fields(cluster_units, lead),
+                    lead,
                 )
             )
         return merged
