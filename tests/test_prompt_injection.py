@@ -795,3 +795,19 @@ async def test_an_input_id_forged_as_a_future_merged_id_does_not_stop_the_run() 
     assert merged == output.relation_id_mapping["r2"] != forged
     assert merged == merged_relation_id(["r1", "r2"], "CEO of", salt=1)
     assert output.relation_id_mapping[forged] == forged
+
+
+def test_a_cluster_merge_may_not_store_the_prompts_truncation_marker() -> None:
+    """Fields written for a merged group must not copy a cut description; fields of a
+    record that merges with nothing are never stored, so they may."""
+    entry = {
+        "Relation": "ally of",
+        "Type": "alliance",
+        "Description": "Allies since the war …[truncated]",
+        "relation_id": "b3-ally-1",
+    }
+    merged = {"relation_list": [entry], "mapping_table": {"b3-ally-1": ["b3-ally-2"]}}
+    with pytest.raises(InvalidAnswerError, match="truncated"):
+        cluster_relations.validate_answer(merged, CLUSTER_RECORDS)
+    alone = {"relation_list": [entry], "mapping_table": {"b3-ally-1": ["b3-ally-1"]}}
+    assert cluster_relations.validate_answer(alone, CLUSTER_RECORDS).groups == []

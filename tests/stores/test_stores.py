@@ -52,3 +52,19 @@ async def test_local_writes_are_atomic_and_leave_no_temp_files(tmp_path: Path) -
     # A temp file left by a killed writer is never listed as an object.
     (tmp_path / "a" / ".b.json.123.tmp").write_bytes(b"half")
     assert await store.list() == ["a/b.json"]
+
+
+async def test_temp_files_of_killed_writers_are_swept_and_only_under_the_prefix(
+    tmp_path: Path,
+) -> None:
+    store = LocalStore(tmp_path)
+    await store.put("deduplicated_relations/a.json", b"{}")
+    dead = tmp_path / "deduplicated_relations" / ".b.json.999999999.3.tmp"
+    dead.write_bytes(b"half")
+    elsewhere = tmp_path / "other" / ".c.json.999999999.4.tmp"
+    elsewhere.parent.mkdir()
+    elsewhere.write_bytes(b"half")
+    assert await store.list("deduplicated_relations/") == ["deduplicated_relations/a.json"]
+    assert await store.remove_interrupted_writes("deduplicated_relations/") == 1
+    assert not dead.exists() and elsewhere.exists()
+    assert (tmp_path / "deduplicated_relations" / "a.json").read_bytes() == b"{}"

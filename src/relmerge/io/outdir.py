@@ -69,9 +69,14 @@ async def claim_output(store: ObjectStore, run_fingerprint: str, overwrite: bool
 
 
 async def remove_stale_relations(store: ObjectStore, prefix: str, keys: Sequence[str]) -> int:
-    """Delete relation files under ``prefix`` that this run did not write."""
+    """Delete relation files under ``prefix`` that this run did not write, and the temp
+    files of interrupted writes."""
     current = set(keys)
     stale = [key for key in await store.list(prefix + "/") if key not in current]
     for key in stale:
         await store.delete(key)
+    # A run killed mid-write leaves temp files (never listed as objects) behind.
+    sweep = getattr(store, "remove_interrupted_writes", None)
+    if sweep is not None:
+        await sweep(prefix + "/")
     return len(stale)

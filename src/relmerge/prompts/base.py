@@ -107,8 +107,21 @@ def truncate(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]} {TRUNCATED}"
 
 
-def clean_fields(raw: Any, where: str) -> dict[str, Any]:
-    """Validate one relation object of an answer into ``type, name, description, attributes``."""
+def refuse_truncated(description: str, where: str) -> None:
+    """A merged description copied from a prompt's cut text would store a cut description."""
+    if TRUNCATED in description:
+        raise InvalidAnswerError(
+            f"{where}.description contains the marker {TRUNCATED!r} of a shortened input; "
+            "write the merged description without it"
+        )
+
+
+def clean_fields(raw: Any, where: str, fused: bool = True) -> dict[str, Any]:
+    """Validate one relation object of an answer into ``type, name, description, attributes``.
+
+    ``fused``: the fields will be written as a merge of several records (a part that keeps
+    one record alone keeps that record as it is, so its fields are never stored).
+    """
     if not isinstance(raw, dict):
         raise InvalidAnswerError(f"{where} must be a JSON object")
     cleaned: dict[str, Any] = {}
@@ -117,12 +130,8 @@ def clean_fields(raw: Any, where: str) -> dict[str, Any]:
         if not isinstance(value, str) or not value.strip():
             raise InvalidAnswerError(f"LLM output is missing a non-empty {field} field ({where}).")
         cleaned[field] = value.strip()
-    if TRUNCATED in cleaned["description"]:
-        # Copying the prompt's cut text would store a cut description.
-        raise InvalidAnswerError(
-            f"{where}.description contains the marker {TRUNCATED!r} of a shortened input; "
-            "write the merged description without it"
-        )
+    if fused:
+        refuse_truncated(cleaned["description"], where)
     try:
         cleaned["attributes"] = coerce_attributes(raw.get("attributes") or {})
     except ValueError as error:

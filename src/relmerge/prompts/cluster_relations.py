@@ -20,6 +20,7 @@ from relmerge.prompts.base import (
     check_endpoints,
     feedback_messages,
     fenced_json,
+    refuse_truncated,
     shown,
 )
 from relmerge.prompts.context import RULES, EntityContext, entity_block
@@ -188,6 +189,7 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
         referenced = set(resolver.resolve(ref, where))
         for key, group_index in key_to_group.items():
             if key == ref or referenced & set(outcome.groups[group_index]):
+                refuse_truncated(fields["description"], where)
                 outcome.fields.setdefault(group_index, fields)
     unsure = parsed.get("unsure") or []
     if not isinstance(unsure, list):

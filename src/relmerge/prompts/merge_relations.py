@@ -173,7 +173,7 @@ def validate_answer(parsed: Any, relations: Sequence[ExtractedRelation]) -> list
                 raise InvalidAnswerError(f"{shown(relation_id)} is in more than one part")
             seen[relation_id] = index
         _check_named_ids(part, ids, where)
-        result.append(MergePart(tuple(ids), clean_fields(part, where)))
+        result.append(MergePart(tuple(ids), clean_fields(part, where, fused=len(ids) > 1)))
     missing = [relation_id for relation_id in input_ids if relation_id not in seen]
     if missing:
         raise InvalidAnswerError(f"the split leaves out input ids {missing}")

@@ -92,3 +92,19 @@ class LocalStore:
 
     async def delete(self, key: str) -> None:
         self.path_of(key).unlink(missing_ok=True)
+
+    async def remove_interrupted_writes(self, prefix: str = "") -> int:
+        """Delete temp files that writers killed mid-write left under ``prefix``.
+
+        Temp files of this process (writes still in progress) are kept.
+        """
+        validate_prefix(prefix)
+        base = self.root / prefix if prefix else self.root
+        base = base if base.is_dir() else base.parent
+        mine = f".{os.getpid()}."
+        removed = 0
+        for path in base.rglob(".*.tmp") if base.is_dir() else ():
+            if mine not in path.name and path.is_file():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
