@@ -138,17 +138,21 @@ class FaultyHandler:
 
         Per question, in order: an HTTP fault is retried by the provider up to
         ``max_retries`` times (one more makes the attempt fail); garbage fails an attempt;
-        ``max_attempts`` failed attempts fail the question; a good answer ends it. With an
-        inner handler that always answers validly, this is how many groups must fail.
+        ``max_attempts`` failed attempts fail the question; a good answer ends it. A
+        question asked again later (the semantic stage asks a failed block once more)
+        counts by its last outcome. With an inner handler that always answers validly,
+        this is how many groups must fail.
         """
         with self._lock:
             histories = [list(kinds) for kinds in self.history.values()]
         failed = 0
         for kinds in histories:
             attempts = http = 0
+            last_failed = False
             for kind in kinds:
                 if kind == "ok":
                     attempts = http = 0
+                    last_failed = False
                     continue
                 if kind == "garbage":
                     http = 0
@@ -160,8 +164,9 @@ class FaultyHandler:
                     http = 0
                     attempts += 1
                 if attempts == max_attempts:
-                    failed += 1
+                    last_failed = True
                     attempts = 0
+            failed += last_failed
         return failed
 
     def _draw(self, rng: random.Random) -> str:

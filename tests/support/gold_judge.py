@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from relmerge.providers.gold import GoldJudge, task_of
+from relmerge.providers.gold import GoldJudge, gold_fields, task_of
 from tests.support.llm_server import Reply, json_reply, request_records
 
 
@@ -21,10 +21,7 @@ def gold_merge_handler(gold: dict[str, str]) -> Callable[[dict[str, Any]], Reply
             cluster = gold.get(item["relation_id"], "unknown:" + item["relation_id"])
             parts.setdefault(cluster, []).append(item)
 
-        def fields(item: dict[str, Any]) -> dict[str, Any]:
-            keys = ("type", "name", "description", "attributes")
-            return {key: item[key] for key in keys}
-
+        fields = gold_fields
         if len(parts) == 1:
             return json_reply({"relation": fields(records[0])})
         return json_reply(

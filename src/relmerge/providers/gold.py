@@ -17,12 +17,21 @@ from typing import Any
 
 import orjson
 
+from relmerge.prompts.base import TRUNCATED
 from relmerge.providers.base import LLMRequest, LLMResult, Usage
 from relmerge.providers.fake import request_records
 from relmerge.providers.parsing import parse_json_answer
 
 _TASK_LINE = re.compile(r"^Task: (\w+)", re.MULTILINE)
 _FIELDS = ("type", "name", "description", "attributes")
+
+
+def gold_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's semantic fields as a careful model would write them back: without the
+    marker the prompt puts on a shortened description."""
+    fields = {key: record[key] for key in _FIELDS}
+    fields["description"] = fields["description"].replace(f" {TRUNCATED}", "")
+    return fields
 
 
 def task_of(body_or_prompt: str) -> str | None:
@@ -97,11 +106,11 @@ class GoldJudge:
         groups = self._groups(records, rng)
         if task == "relation_merge":
             if len(groups) == 1:
-                return {"relation": {k: records[0][k] for k in _FIELDS}}
+                return {"relation": gold_fields(records[0])}
             return {
                 "relations": [
                     {
-                        **{k: records[g[0]][k] for k in _FIELDS},
+                        **gold_fields(records[g[0]]),
                         "relation_ids": [records[i]["relation_id"] for i in g],
                     }
                     for g in groups
@@ -116,7 +125,7 @@ class GoldJudge:
                     "Node2": records[g[0]]["target_entity_name"],
                     "Relation": records[g[0]]["name"],
                     "Type": records[g[0]]["type"],
-                    "Description": records[g[0]]["description"],
+                    "Description": gold_fields(records[g[0]])["description"],
                     "Attr": records[g[0]].get("attributes", {}),
                     "merge_tag": True,
                 }

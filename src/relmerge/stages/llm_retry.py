@@ -33,13 +33,17 @@ def _previous(text: str) -> str:
 class GroupFailed(Exception):
     """No valid answer: every attempt was invalid, or the LLM budget is spent.
 
-    ``reason`` is the last problem seen; ``code`` is the issue code the stage records.
+    ``reason`` is the last problem seen; ``code`` is the issue code the stage records;
+    ``invalid_answers`` counts the answers that arrived but were unusable (a model that
+    answers, however badly, may do better on a later, differently ordered request; an
+    endpoint that never answered will not).
     """
 
-    def __init__(self, reason: str, code: str = FAILED) -> None:
+    def __init__(self, reason: str, code: str = FAILED, invalid_answers: int = 0) -> None:
         super().__init__(reason)
         self.reason = reason
         self.code = code
+        self.invalid_answers = invalid_answers
 
 
 async def ask_validated(
@@ -72,7 +76,7 @@ async def ask_validated(
             reason = str(error)
             feedback.append((_previous(result.text), reason))
             _note_invalid(llm)
-    raise GroupFailed(reason)
+    raise GroupFailed(reason, invalid_answers=len(feedback))
 
 
 def _note_invalid(llm: LanguageModel) -> None:

@@ -198,7 +198,25 @@ async def test_invalid_answers_keep_the_rule_decisions_and_report_the_block() ->
     assert output.result["failed_group_count"] == 1
     issue = output.result["issues"][0]
     assert issue["code"] == "deduplication_failed" and issue["subject"]["type"] == "dedup_block"
-    assert len(llm.requests) == 3
+    # max_attempts, then one more request in the next round with the records the other
+    # way round (the same request would get the same answer), max_attempts again.
+    assert len(llm.requests) == 6
+    first, second = llm.requests[0], llm.requests[3]
+    assert first.messages[1].content != second.messages[1].content
+    assert len(first.messages) == len(second.messages) == 2  # a fresh conversation
+
+
+async def test_a_block_whose_first_request_fails_is_decided_by_the_second() -> None:
+    records = [
+        record("f1", name="CEO of", description="Ada Lind is CEO of Norrbeck."),
+        record("f3", name="leads", description="Ada heads the company."),
+    ]
+    answers = ["no idea", "still no idea", "{}", {"verdict": "merge", "reason": "same role"}]
+    llm = ScriptedLLM(answers)
+    output, _, _ = await run_step(records, llm, embedder=HashEmbedder(), auto_keep_cosine=-1.0)
+    assert output.relation_id_mapping["f1"] == output.relation_id_mapping["f3"]
+    assert output.result["failed_group_count"] == 0 and output.result["issues"] == []
+    assert len(llm.requests) == 4
 
 
 async def test_prompt_injection_cannot_merge_outside_the_block() -> None:

@@ -21,12 +21,16 @@ from relmerge.model import Decision, ExtractedRelation
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.base import LanguageModel
 from relmerge.review.memory import AnswerMemory, pair_key
-from relmerge.stages.llm_retry import GroupFailed
+from relmerge.stages.llm_retry import FAILED, GroupFailed
 from relmerge.stages.semantic.clarify import clarification
 from relmerge.stages.semantic.clustering import ConstrainedClusters
 from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
 from relmerge.stages.semantic.tiers import PairDecision, Verdict
 from relmerge.stages.units import Unit, member_ids
+
+
+def _shape(batch: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(cluster) for cluster in batch)
 
 
 def cluster_lead(cluster: Sequence[int], symmetric: Sequence[bool]) -> int:
@@ -179,6 +183,8 @@ class BlockDecider:
         for a, b in joined:
             final.join(a, b)
         judged: set[tuple[int, int]] = set()
+        failed_once: set[tuple[int, int]] = set()
+        failed_orders: set[tuple[tuple[int, ...], ...]] = set()
         batch_size = self.config.semantic_batch_size
         while result.rounds < self.config.max_rounds:
             current = final.clusters()
@@ -216,12 +222,30 @@ class BlockDecider:
                 if sent >= self.config.semantic_batch_count:
                     break
                 sent += 1
+                if _shape(batch) in failed_orders:
+                    # The same request would get the same answer (temperature 0, cache).
+                    batch = batch[::-1]
+                failed_orders.add(_shape(batch))
                 try:
                     await self._ask_batch(units, batch, entities, final, result, scores, symmetric)
+                    failed_orders.discard(_shape(batch))
                 except GroupFailed as failure:
-                    result.failure = failure
-                    result.clusters = final.clusters()
-                    return result
+                    batch_pairs = set(combinations(sorted(members), 2))
+                    if failure.code != FAILED or not failure.invalid_answers:
+                        result.failure = failure  # budget spent or endpoint down: stop here
+                        result.clusters = final.clusters()
+                        return result
+                    # A model that answered badly gets one more request for these pairs
+                    # in the next round (fresh attempts, records in another order, so not
+                    # the same request); then they are given up and the block records
+                    # the failure. An answer is worth the second request: a failed block
+                    # loses every merge only the LLM could make.
+                    if batch_pairs <= failed_once:
+                        result.failure = failure
+                        judged |= batch_pairs
+                    failed_once |= batch_pairs
+                    progress = True
+                    continue
                 for a, b in combinations(sorted(members), 2):
                     if (a, b) not in judged:
                         judged.add((a, b))

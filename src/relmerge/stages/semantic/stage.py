@@ -211,7 +211,8 @@ class SemanticStage:
                     message=result.failure.reason,
                     resolution=IssueResolution(
                         action="kept_tier_decisions",
-                        outcome="Only the rule-based merges of this block were applied.",
+                        outcome="Pairs the LLM could not decide kept the rules' decision "
+                        "(merged only where the rules merge).",
                     ),
                 )
             )
