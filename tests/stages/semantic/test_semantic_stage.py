@@ -9,7 +9,7 @@ import orjson
 from relmerge.ids import merged_relation_id
 from relmerge.providers.base import LLMRequest
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.fake import ScriptedLLM, request_records
+from relmerge.providers.fake import Answer, ScriptedLLM, request_records
 from tests.factories import record, run_step
 
 # Rules decide less, so that the LLM path is exercised.
@@ -211,7 +211,12 @@ async def test_a_block_whose_first_request_fails_is_decided_by_the_second() -> N
         record("f1", name="CEO of", description="Ada Lind is CEO of Norrbeck."),
         record("f3", name="leads", description="Ada heads the company."),
     ]
-    answers = ["no idea", "still no idea", "{}", {"verdict": "merge", "reason": "same role"}]
+    answers: list[Answer] = [
+        "no idea",
+        "still no idea",
+        "{}",
+        {"verdict": "merge", "reason": "same role"},
+    ]
     llm = ScriptedLLM(answers)
     output, _, _ = await run_step(records, llm, embedder=HashEmbedder(), auto_keep_cosine=-1.0)
     assert output.relation_id_mapping["f1"] == output.relation_id_mapping["f3"]
