@@ -1,7 +1,7 @@
 """Soak the pipeline under injected LLM faults: many seeds, scaled fault rates.
 
-    python bench/soak_faults.py [--rate 1 2] [--repeat 10] [--seed 0] [--subset N]
-                                [--max-attempts 3] [--max-retries 8] [--exact-only]
+    PYTHONPATH=. .venv/bin/python bench/soak_faults.py [--rate 1 2] [--repeat 10] [--seed 0]
+        [--subset N] [--max-attempts 3] [--max-retries 8] [--exact-only]
 
 The long variant of ``tests/test_fault_injection.py``: the dev set runs through a loopback
 OpenAI-compatible server that answers from the gold clusters, once fault-free and then
