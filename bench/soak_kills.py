@@ -23,49 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from tests.support.dev_cli import DEV, dev_run_args, run_outputs
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
 
-ROOT = Path(__file__).resolve().parents[1]
-DEV = ROOT.parent / "shared" / "data" / "dev"
-
 
 def run_args(out: Path, base_url: str, concurrency: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "relmerge",
-        "run",
-        str(DEV / "relations.jsonl"),
-        "--entity-mapping",
-        str(DEV / "entity_id_mapping.json"),
-        "--entities",
-        str(DEV / "entities.jsonl"),
-        "--output",
-        str(out),
-        "--llm-base-url",
-        base_url,
-        "--llm-model",
-        "gold",
-        "--embedding",
-        "hash",
-        "--concurrency",
-        str(concurrency),
-        "-q",
-    ]
-
-
-def outputs(out: Path) -> dict[str, bytes]:
-    files = {
-        path.relative_to(out).as_posix(): path.read_bytes()
-        for path in (out / "deduplicated_relations").iterdir()
-    }
-    for name in ("relation_id_mapping.json", "deduplicated_relation_keys.json"):
-        files[name] = (out / name).read_bytes()
-    return files
+    return [sys.executable, "-m", "relmerge", *dev_run_args(out, base_url, concurrency)]
 
 
 def lost(out: Path) -> int:
@@ -107,7 +74,7 @@ def main() -> None:
             [*run_args(reference, server.base_url, args.concurrency), "--no-cache"], check=True
         )
         duration = time.monotonic() - started
-        expected = outputs(reference)
+        expected = run_outputs(reference)
         reference_requests = len(server.requests)
         print(f"uninterrupted run: {duration:.1f} s, {reference_requests} LLM requests")
         rows = []
@@ -133,7 +100,7 @@ def main() -> None:
                     "complete_after_kill": complete_after_kill,
                     "resumed_requests": len(resumed),
                     "repeated": sum(1 for body in resumed if key(body) in asked),
-                    "same_outputs": outputs(out) == expected,
+                    "same_outputs": run_outputs(out) == expected,
                     "lost": lost(out),
                 }
             )

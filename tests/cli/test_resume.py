@@ -24,6 +24,7 @@ from relmerge.cli import main
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
+from tests.support.dev_cli import dev_run_args, run_outputs
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 
@@ -32,37 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_args(out: Path, base_url: str, *extra: str) -> list[str]:
-    return [
-        "run",
-        str(DEV / "relations.jsonl"),
-        "--entity-mapping",
-        str(DEV / "entity_id_mapping.json"),
-        "--entities",
-        str(DEV / "entities.jsonl"),
-        "--output",
-        str(out),
-        "--llm-base-url",
-        base_url,
-        "--llm-model",
-        "gold",
-        "--embedding",
-        "hash",
-        "--concurrency",
-        "2",
-        "-q",
-        *extra,
-    ]
+    return dev_run_args(out, base_url, 2, *extra)
 
 
-def outputs(out: Path) -> dict[str, bytes]:
-    """What "same outputs" means (DESIGN §7): relation files, mapping and key lists."""
-    files = {
-        path.relative_to(out).as_posix(): path.read_bytes()
-        for path in (out / "deduplicated_relations").iterdir()
-    }
-    for name in ("relation_id_mapping.json", "deduplicated_relation_keys.json"):
-        files[name] = (out / name).read_bytes()
-    return files
+outputs = run_outputs
 
 
 def body_key(body: Any) -> bytes:

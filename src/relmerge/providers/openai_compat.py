@@ -149,13 +149,7 @@ class OpenAICompatibleModel:
                 completion = await self._client.chat.completions.create(**body)
                 return self._result(completion, attempts)
             except _RETRYABLE as error:
-                if attempts > self.max_retries:
-                    raise ProviderError(
-                        f"{self.base_url}: {_describe(error)} after {attempts} attempts",
-                        retryable=True,
-                        attempts=attempts,
-                    ) from None
-                await asyncio.sleep(self._delay(error, attempts))
+                await self._wait_or_give_up(error, _describe(error), attempts)
             except openai.APIStatusError as error:
                 if error.status_code in _RETRYABLE_STATUS and attempts <= self.max_retries:
                     await asyncio.sleep(self._delay(error, attempts))
@@ -177,13 +171,17 @@ class OpenAICompatibleModel:
                         retryable=False,
                         attempts=attempts,
                     ) from None
-                if attempts > self.max_retries:
-                    raise ProviderError(
-                        f"{self.base_url}: {_not_a_completion(error)} after {attempts} attempts",
-                        retryable=True,
-                        attempts=attempts,
-                    ) from None
-                await asyncio.sleep(self._delay(error, attempts))
+                await self._wait_or_give_up(error, _not_a_completion(error), attempts)
+
+    async def _wait_or_give_up(self, error: Exception, what: str, attempts: int) -> None:
+        """Sleep before the next try, or raise a retryable error once the retries are spent."""
+        if attempts > self.max_retries:
+            raise ProviderError(
+                f"{self.base_url}: {what} after {attempts} attempts",
+                retryable=True,
+                attempts=attempts,
+            ) from None
+        await asyncio.sleep(self._delay(error, attempts))
 
     def _delay(self, error: Exception, attempts: int) -> float:
         """Seconds before the next try: ``Retry-After`` if given, else backoff with jitter."""
