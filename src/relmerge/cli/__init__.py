@@ -10,6 +10,7 @@ import click
 
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
+from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
 from relmerge.errors import RelmergeError
@@ -46,5 +47,6 @@ main.add_command(run_command)
 main.add_command(eval_command)
 main.add_command(review_command)
 main.add_command(judge_command)
+main.add_command(report_command)
 
 __all__ = ["main"]
