@@ -49,6 +49,8 @@ class CachedEmbedder:
             self.embedded_texts += len(missing)
             for text, vector in zip(missing, vectors, strict=True):
                 self._cache[text] = vector
+            if len(missing) == len(texts):  # all new and distinct: no second copy
+                return vectors
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._cache[t] for t in texts])

@@ -17,7 +17,8 @@ from rapidfuzz import fuzz
 
 from relmerge.model import IssueResolution, IssueSubject, StepIssue
 from relmerge.normalize import normalize_key_text
-from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.providers.embedding import EmbeddingModel
+from relmerge.stages.semantic.text import UnitVectors
 from relmerge.stages.units import Unit
 
 # Names must look alike ("Norrbeck Systems" / "Norrbeck Systems Inc.") or mean the same
@@ -28,7 +29,7 @@ _NAME_COSINE = 0.85
 
 async def possible_entity_duplicates(
     units: Sequence[Unit],
-    vectors: Vectors,
+    vectors: UnitVectors,
     embedder: EmbeddingModel,
     threshold: float,
     limit: int,

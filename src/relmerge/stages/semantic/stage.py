@@ -21,7 +21,7 @@ from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.features import RelationFeatures, relation_features
 from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
 from relmerge.stages.semantic.neighbours import possible_entity_duplicates
-from relmerge.stages.semantic.text import embedding_text
+from relmerge.stages.semantic.text import UnitVectors, embed_units, embedding_text
 from relmerge.stages.semantic.tiers import PairDecision, block_scores, decide_pair
 from relmerge.stages.units import Unit, merge_units
 
@@ -109,7 +109,7 @@ class SemanticStage:
         texts = [
             embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
         ]
-        vectors = await self.embedder.embed(texts)
+        vectors = await embed_units(texts, self.embedder)
         # Names repeat a lot ("related", "下辖"): embed and keep each distinct name once.
         names = list(dict.fromkeys(unit.relation.name for unit in units))
         name_rows = {name: row for row, name in enumerate(names)}
@@ -147,7 +147,7 @@ class SemanticStage:
         units: Sequence[Unit],
         members: list[int],
         features: Sequence[RelationFeatures],
-        vectors: Vectors,
+        vectors: UnitVectors,
         names: Vectors,
     ) -> BlockResult:
         local = [units[i] for i in members]
