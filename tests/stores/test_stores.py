@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from relmerge.errors import InvalidKeyError, StoreError
-from relmerge.stores import LocalStore, MemoryStore, ObjectStore, validate_key
+from relmerge.stores import FsspecStore, LocalStore, MemoryStore, ObjectStore, validate_key
+from tests.stores.conftest import Bucket
 
 
-@pytest.fixture(params=["memory", "local"])
+@pytest.fixture(params=["memory", "local", "fsspec-memory", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
-    yield MemoryStore() if request.param == "memory" else LocalStore(tmp_path / "store")
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "local":
+        yield LocalStore(tmp_path / "store")
+    elif request.param == "fsspec-memory":
+        # fsspec's memory file system is one per process: a fresh root per test.
+        top = f"/relmerge-{uuid.uuid4().hex}"
+        fsspec_store = FsspecStore(f"memory://{top}/store")
+        yield fsspec_store
+        if fsspec_store.fs.exists(top):
+            fsspec_store.fs.rm(top, recursive=True)
+    else:  # a real S3 server (moto) on 127.0.0.1, a bucket of its own
+        bucket: Bucket = request.getfixturevalue("s3_bucket")
+        yield FsspecStore(bucket.url("store"))
 
 
 async def test_put_get_exists_list_delete(store: ObjectStore) -> None:

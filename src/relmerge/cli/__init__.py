@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
 from relmerge.cli.report import report_command
@@ -47,6 +48,8 @@ main.add_command(run_command)
 main.add_command(eval_command)
 main.add_command(review_command)
 main.add_command(judge_command)
+main.add_command(import_command)
+main.add_command(export_command)
 main.add_command(report_command)
 
 __all__ = ["main"]

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import hashlib
+import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 from rich.console import Console
 from rich.table import Table
 
@@ -21,7 +27,8 @@ from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import MEMORY_FILE, ReviewQueue
-from relmerge.stores.local import LocalStore
+from relmerge.stores import local_path, open_store
+from relmerge.stores.fsspec_store import redact_url
 
 # Settings that change how a run goes, not what it outputs: a run killed with one value
 # may be resumed with another.
@@ -37,15 +44,55 @@ def answer_memory(out: Path) -> AnswerMemory:
     return ReviewQueue(out).memory(into=AnswerMemory(out / MEMORY_FILE))
 
 
+def remote_cache_path(url: str) -> Path:
+    """The default cache of an OUT given as a URL: SQLite needs a local file, so it lives
+    in the user's cache directory, one file per OUT URL (a re-run into it resumes)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    digest = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
+    return root / "relmerge" / f"{digest}.sqlite"
+
+
+_JSON_VALUE = re.compile(r"^(true|false|null|-?\d+(\.\d+)?|\{.*\}|\[.*\])$", re.DOTALL)
+
+
+def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs for fsspec. true/false/null, numbers and JSON objects or arrays
+    are read as JSON (``anon=true``, ``client_kwargs={"region_name": "eu-west-1"}``);
+    anything else stays a string. Values are never echoed: they may be secrets."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(
+                "expected KEY=VALUE (the value is not shown)", param_hint="--storage-option"
+            )
+        options[key.strip()] = value
+        if _JSON_VALUE.match(value):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                options[key.strip()] = orjson.loads(value)
+    return options
+
+
 @click.command("run", short_help="Deduplicate a batch of relations into OUT.")
-@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT")
 @click.option(
     "--output",
     "-o",
     "out",
     required=True,
-    type=click.Path(path_type=Path),
-    help="Output directory (created if missing).",
+    metavar="OUT",
+    help="Output directory (created if missing), or an object-store URL "
+    "(s3://bucket/prefix, gs://…, any fsspec URL).",
+)
+@click.option(
+    "--storage-option",
+    "storage_option_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option for the fsspec file system of a URL INPUT or OUT (endpoint_url=…, "
+    "anon=true, profile=…); repeat for more. S3 also reads AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, AWS_PROFILE and AWS_ENDPOINT_URL.",
 )
 @click.option(
     "--entity-mapping",
@@ -76,7 +123,8 @@ def answer_memory(out: Path) -> AnswerMemory:
     "cache_path",
     type=click.Path(path_type=Path, dir_okay=False),
     help="SQLite file of LLM answers and embeddings, reused across runs "
-    "[default: OUT/.relmerge/cache.sqlite].",
+    "[default: OUT/.relmerge/cache.sqlite; for a URL OUT, "
+    "$XDG_CACHE_HOME/relmerge/<sha256 of the URL>.sqlite, ~/.cache by default].",
 )
 @click.option("--no-cache", is_flag=True, help="Neither read nor write a cache.")
 @click.option(
@@ -89,8 +137,9 @@ def answer_memory(out: Path) -> AnswerMemory:
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
 def run_command(
-    input_path: Path,
-    out: Path,
+    input_path: str,
+    out: str,
+    storage_option_pairs: tuple[str, ...],
     entity_mapping: Path | None,
     semantic: bool | None,
     concurrency: int | None,
@@ -105,7 +154,11 @@ def run_command(
     **options: Any,
 ) -> None:
     """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
-    an object-store directory with relation_keys.json) and write the results to OUT."""
+    an object-store directory with relation_keys.json) and write the results to OUT.
+
+    INPUT and OUT may be object-store URLs (s3://bucket/prefix): INPUT a .jsonl object, a
+    prefix holding relation_keys.json or a prefix of relation .json objects. Answers given
+    with `relmerge review` are applied only when OUT is a local directory."""
     config, settings, embedding_settings = resolve_options(
         options,
         {
@@ -116,22 +169,27 @@ def run_command(
             "strict": strict,
         },
     )
+    storage_options = parse_storage_options(storage_option_pairs)
     if dry_run:
-        raws = asyncio.run(read_input(input_path))
+        raws = asyncio.run(read_input(input_path, storage_options))
         mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
         counts = plan(raws, mapping)
-        table = Table(title=f"relmerge run --dry-run: {input_path}", show_header=False)
+        title = f"relmerge run --dry-run: {redact_url(input_path)}"
+        table = Table(title=title, show_header=False)
         for key, value in counts.items():
             table.add_row(key.replace("_", " "), str(value))
         Console().print(table)
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
-    cache = None if no_cache else RunCache(cache_path or out / CACHE_FILE)
+    out_dir = local_path(out)  # None: OUT is in an object store
+    default_cache = out_dir / CACHE_FILE if out_dir is not None else remote_cache_path(out)
+    cache = None if no_cache else RunCache(cache_path or default_cache)
+    store = open_store(out, **storage_options)
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     entities = read_entities(options["entities_path"]) if options["entities_path"] else []
-    raws = asyncio.run(read_input(input_path))
+    raws = asyncio.run(read_input(input_path, storage_options))
     # The batch lives until the process ends: keep the collector from rescanning it.
     gc.freeze()
     mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
@@ -145,11 +203,9 @@ def run_command(
         [entity.__dict__ for entity in entities],
     )
 
-    memory = answer_memory(out)
+    memory = answer_memory(out_dir) if out_dir is not None else None
 
     async def go() -> dict[str, Any]:
-        store = LocalStore(out)
-
         async def claim() -> None:
             await claim_output(store, run_fingerprint, overwrite)
 
@@ -180,4 +236,4 @@ def run_command(
         if cache is not None:
             cache.close()
     if not quiet:
-        Console().print(summary_table(result, str(out)))
+        Console().print(summary_table(result, redact_url(out)))

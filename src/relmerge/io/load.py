@@ -6,17 +6,20 @@ directories and stores); validation happens once, in :mod:`relmerge.io.records`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
-from relmerge.errors import InputError, RelmergeError
+from relmerge.errors import InputError, RelmergeError, StoreError
 from relmerge.io.records import RawRecord, unreadable
 from relmerge.model import json_type_name
 from relmerge.prompts.context import EntityContext
+from relmerge.stores import local_path, open_store
 from relmerge.stores.base import ObjectStore, validate_key
+from relmerge.stores.fsspec_store import redact_url
 from relmerge.stores.local import LocalStore
 
 RELATION_KEYS_FILE = "relation_keys.json"
@@ -49,23 +52,38 @@ def read_jsonl(path: Path) -> Iterator[RawRecord]:
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     with handle:
-        if handle.read(2) in _UTF16_BOMS:
-            # Every line would be rejected as garbage: say once what the file is instead.
-            raise InputError(f"{path} is UTF-16 text; relmerge reads UTF-8 JSONL")
-        handle.seek(0)
-        for number, line in enumerate(handle, start=1):
-            if line.strip():
-                yield _decode(f"{_printable(path.name)}:{number}", line.strip())
+        yield from _jsonl_records(handle, str(path), path.name)
+
+
+def _jsonl_records(handle: BinaryIO, where: str, name: str) -> Iterator[RawRecord]:
+    if handle.read(2) in _UTF16_BOMS:
+        # Every line would be rejected as garbage: say once what the file is instead.
+        raise InputError(f"{where} is UTF-16 text; relmerge reads UTF-8 JSONL")
+    handle.seek(0)
+    for number, line in enumerate(handle, start=1):
+        if line.strip():
+            yield _decode(f"{_printable(name)}:{number}", line.strip())
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
-    """Read relation objects by key; an invalid or missing key is a rejected record."""
+    """Read relation objects by key; an invalid or missing key is a rejected record.
+
+    A store with ``get_many`` (a remote one) fetches them concurrently first: one round
+    trip per key in turn would make a remote input slow.
+    """
+    fetched: dict[str, bytes | StoreError] = {}
+    get_many = getattr(store, "get_many", None)
+    if get_many is not None:
+        safe = list(dict.fromkeys(key for key in keys if _is_safe_key(key)))
+        fetched = dict(zip(safe, await get_many(safe), strict=True))
     records = []
     for key in keys:
         origin = _printable(key)
         try:
             validate_key(key)
-            data = await store.get(key)
+            data = fetched[key] if key in fetched else await store.get(key)
+            if isinstance(data, StoreError):
+                raise data
         except RelmergeError as error:
             records.append(unreadable(origin, str(error), None))
             continue
@@ -74,6 +92,14 @@ async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRe
             continue
         records.append(_decode(origin, data))
     return records
+
+
+def _is_safe_key(key: Any) -> bool:
+    try:
+        validate_key(key)
+    except RelmergeError:
+        return False
+    return True
 
 
 def _printable(key: Any) -> str:
@@ -110,8 +136,20 @@ def parse_key_list(data: bytes, what: str) -> list[Any]:
     return keys
 
 
-async def read_input(path: Path) -> list[RawRecord]:
-    """Read INPUT as the CLI accepts it: JSONL file, store directory, or JSON directory."""
+async def read_input(
+    path: Path | str, storage_options: Mapping[str, Any] | None = None
+) -> list[RawRecord]:
+    """Read INPUT as the CLI accepts it: JSONL or Parquet file, store or JSON directory;
+    as a URL (``s3://…``), the same forms in an object store (see :func:`read_url_input`)."""
+    if isinstance(path, str):
+        local = local_path(path)
+        if local is None:
+            return await read_url_input(path, storage_options or {})
+        path = local
+    if path.is_file() and path.suffix.lower() == ".parquet":
+        from relmerge.io.parquet import read_parquet  # pyarrow only loads when needed
+
+        return read_parquet(path)
     if path.is_file():
         records = list(read_jsonl(path))
         if not records:
@@ -131,6 +169,34 @@ async def read_input(path: Path) -> list[RawRecord]:
         keys = [key for key in await store.list() if key.endswith(".json")]
         if not keys:
             raise InputError(f"no relation records in {path}: it holds no .json files")
+    return await read_store_keys(store, keys)
+
+
+async def read_url_input(url: str, storage_options: Mapping[str, Any]) -> list[RawRecord]:
+    """INPUT in an object store: a ``.jsonl`` object, a prefix holding relation_keys.json
+    (keys relative to the prefix), or a prefix of relation ``.json`` objects (key order)."""
+    shown = redact_url(url)
+    head, _, name = url.rstrip("/").rpartition("/")
+    if name.lower().endswith(".parquet"):
+        raise InputError(f"Parquet input by URL is not supported: copy {shown} to a local file")
+    if name.lower().endswith(".jsonl") and not url.endswith("/"):
+        data = await open_store(head, **storage_options).get(name)
+        records = list(_jsonl_records(BytesIO(data), shown, name))
+        if not records:
+            raise InputError(f"no relation records in {shown}: the object has no JSON lines")
+        return records
+    store = open_store(url, **storage_options)
+    if await store.exists(RELATION_KEYS_FILE):
+        what = f"{shown.rstrip('/')}/{RELATION_KEYS_FILE}"
+        keys = parse_key_list(await store.get(RELATION_KEYS_FILE), what)
+        if not keys:
+            raise InputError(f"no relation records in {shown}: {RELATION_KEYS_FILE} is empty")
+    else:
+        keys = [key for key in await store.list() if key.endswith(".json")]
+        if not keys:
+            raise InputError(
+                f"no relation records in {shown}: no {RELATION_KEYS_FILE} and no .json objects"
+            )
     return await read_store_keys(store, keys)
 
 

@@ -1,0 +1,233 @@
+"""LightRAG / nano-graphrag working folders to relmerge input, and deduplicated results back.
+
+Both keep the graph in ``graph_chunk_entity_relation.graphml`` (networkx, undirected): one
+edge per entity pair, whose ``description`` joins the descriptions of every extraction of
+the pair with ``<SEP>`` (nano-graphrag keeps repeats, LightRAG a sorted set) and whose
+``source_id`` joins their chunk ids the same way. Import: one record per description, so
+relmerge can tell repeats and paraphrases (to merge) from distinct facts (to keep); each
+record cites all the edge's chunks, since the merge kept descriptions and chunks as
+unordered sets (which chunk said what is unknown). Export: the same graph, nodes unchanged,
+each edge holding the distinct facts the run kept, joined by ``<SEP>``; an edge the run
+did not change is written back as it was. Names and descriptions quoted by nano-graphrag
+(``"SCROOGE"``) are read without their quotes; entity ids are LightRAG's own
+(``ent-`` + md5 of the node id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from relmerge.adapters.common import (
+    EXPORT_FILE,
+    NO_LABEL,
+    UNKNOWN_DOCUMENT,
+    Imported,
+    Piece,
+    check_destination,
+    copy_others,
+    layout,
+    md5_hex,
+    ordered_union,
+    read_run,
+    write_atomic,
+)
+from relmerge.adapters.graphml import Edge, GraphmlDocument, read_graphml
+from relmerge.errors import InputError
+
+GRAPH_FILE = "graph_chunk_entity_relation.graphml"
+CHUNKS_FILE = "kv_store_text_chunks.json"
+SEP = "<SEP>"
+
+
+def strip_quotes(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1].strip()
+    return text
+
+
+def split_field(value: str) -> list[str]:
+    """The non-blank parts of a ``<SEP>``-joined field, in order."""
+    return [part for part in value.split(SEP) if part.strip()]
+
+
+def entity_id(node_id: str) -> str:
+    return "ent-" + md5_hex(node_id)
+
+
+def locate(source: Path) -> tuple[Path, Path | None]:
+    """The GraphML file and the working folder (None when SRC is the file alone)."""
+    if source.is_dir():
+        graph = source / GRAPH_FILE
+        if not graph.is_file():
+            raise InputError(f"no {GRAPH_FILE} in {source}")
+        return graph, source
+    if source.is_file():
+        return source, None
+    raise InputError(f"LightRAG working folder not found: {source}")
+
+
+def _documents(folder: Path | None) -> dict[str, str]:
+    """Chunk id -> document id from the chunk store, when the folder has one."""
+    path = None if folder is None else folder / CHUNKS_FILE
+    if path is None or not path.is_file():
+        return {}
+    try:
+        chunks = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise InputError(f"cannot read {path}: {error}") from None
+    if not isinstance(chunks, dict):
+        return {}
+    return {
+        str(chunk): str(value["full_doc_id"])
+        for chunk, value in chunks.items()
+        if isinstance(value, dict) and isinstance(value.get("full_doc_id"), str)
+    }
+
+
+def _convert(
+    document: GraphmlDocument, documents: dict[str, str]
+) -> tuple[Imported, dict[str, str]]:
+    """Records (one per ``<SEP>`` description of each edge) and the raw text of each."""
+    relations: list[dict[str, Any]] = []
+    origins: dict[str, int] = {}
+    raws: dict[str, str] = {}
+    multi = 0
+    for number, edge in enumerate(document.edges):
+        fragments = split_field(edge.data.get("description", "")) or [""]
+        multi += len(fragments) > 1
+        chunks = [part.strip() for part in split_field(edge.data.get("source_id", ""))]
+        chunk = chunks[0] if chunks else None
+        edge_id = "rel-" + md5_hex(edge.source + edge.target)
+        for index, raw in enumerate(fragments):
+            rid = f"{edge_id}-{index}-{md5_hex(raw)[:8]}"
+            if rid in origins:  # two edges whose joined endpoint ids collide ("AB"+"C")
+                rid = f"{rid}-e{number}"
+            relations.append(
+                {
+                    "relation_id": rid,
+                    "chunk_id": chunk,
+                    "document_id": documents.get(chunk, UNKNOWN_DOCUMENT) if chunk else None,
+                    "source_entity_id": entity_id(edge.source),
+                    "target_entity_id": entity_id(edge.target),
+                    "source_entity_name": strip_quotes(edge.source),
+                    "target_entity_name": strip_quotes(edge.target),
+                    "type": NO_LABEL,
+                    "name": NO_LABEL,
+                    "description": strip_quotes(raw),
+                    "attributes": {},
+                    "source_chunk_ids": chunks,
+                }
+            )
+            origins[rid] = number
+            raws[rid] = raw
+    entities = [
+        {
+            "entity_id": entity_id(node),
+            "name": strip_quotes(node),
+            "type": strip_quotes(data.get("entity_type", "")) or None,
+            "profile": " ".join(
+                strip_quotes(part) for part in split_field(data.get("description", ""))
+            )
+            or None,
+        }
+        for node, data in document.nodes.items()
+        if strip_quotes(node)
+    ]
+    counts = {"edges": len(document.edges), "edges_with_several_descriptions": multi}
+    return Imported("lightrag", relations, entities, origins, counts), raws
+
+
+def import_lightrag(source: Path) -> Imported:
+    """Relation records and entities of a LightRAG / nano-graphrag working folder."""
+    graph, folder = locate(source)
+    return _convert(read_graphml(graph), _documents(folder))[0]
+
+
+def _fragment(piece: Piece, raws: dict[str, str]) -> str:
+    """A piece's text in the edge description: as it was, or the merged description
+    (quoted like its first member was, and never holding the separator)."""
+    if piece.unchanged or piece.output is None:
+        return raws[piece.relation_id]
+    text = piece.output.description.replace(SEP, " ")
+    first = raws[piece.members[0]].strip()
+    return f'"{text}"' if len(first) >= 2 and first[0] == first[-1] == '"' else text
+
+
+def _weight(values: Sequence[str]) -> str | None:
+    numbers = []
+    for value in values:
+        try:
+            numbers.append(float(value))
+        except ValueError:
+            continue
+    return str(sum(numbers)) if numbers else None
+
+
+def _rebuild(
+    document: GraphmlDocument,
+    edge: Edge,
+    pieces: Sequence[Piece],
+    contributing: Sequence[dict[str, str]],
+    raws: dict[str, str],
+) -> None:
+    """Set the edge's description to its pieces; chunks and weight of all contributing edges."""
+    document.set_edge_data(edge, "description", SEP.join(_fragment(p, raws) for p in pieces))
+    if len(contributing) < 2:
+        return  # its own records only: source_id and weight stay the edge's
+    for name in ("source_id", "file_path"):
+        if any(name in data for data in contributing):
+            parts = ordered_union(split_field(data.get(name, "")) for data in contributing)
+            document.set_edge_data(edge, name, SEP.join(parts))
+    weight = _weight([data["weight"] for data in contributing if "weight" in data])
+    if weight is not None:
+        document.set_edge_data(edge, "weight", weight)
+
+
+def export_lightrag(
+    out: Path, original: Path, target: Path, *, overwrite: bool = False
+) -> dict[str, Any]:
+    """Write the original working folder with the run's deduplicated edges to TARGET."""
+    graph, folder = locate(original)
+    check_destination(folder or graph.parent, target, overwrite)
+    document = read_graphml(graph)
+    imported, raws = _convert(document, _documents(folder))
+    units = layout(imported, read_run(out))
+    before = [dict(edge.data) for edge in document.edges]
+    own: dict[int, set[str]] = {}
+    for rid, number in imported.origins.items():
+        own.setdefault(number, set()).add(rid)
+    changed = removed = fragments_after = 0
+    for number, edge in enumerate(document.edges):
+        pieces = units.get(number, [])
+        if not pieces:
+            document.remove_edge(edge)  # every record merged into another edge's relation
+            removed += 1
+            continue
+        fragments_after += len(pieces)
+        covered = [m for piece in pieces for m in (piece.members or (piece.relation_id,))]
+        if all(piece.unchanged for piece in pieces) and set(covered) == own[number]:
+            continue
+        edges = ordered_union([[imported.origins[m] for m in covered]])
+        _rebuild(document, edge, pieces, [before[e] for e in edges], raws)
+        changed += 1
+    copied = copy_others(folder, target, [graph.name]) if folder is not None else []
+    document.write(target / graph.name)
+    summary = {
+        "format": "lightrag",
+        "original": str(original),
+        "run": str(out),
+        "edges_before": len(before),
+        "edges_after": len(before) - removed,
+        "edges_rewritten": changed,
+        "edges_removed": removed,
+        "descriptions_before": len(imported.relations),
+        "descriptions_after": fragments_after,
+        "copied_files": len(copied),
+    }
+    write_atomic(target / EXPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary

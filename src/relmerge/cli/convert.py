@@ -1,0 +1,120 @@
+"""``relmerge import`` and ``relmerge export``: GraphRAG and LightRAG folders in and out.
+
+The adapters (and pyarrow) are imported when a command runs, so that other commands start
+as fast as before.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import click
+
+FORMATS = ("graphrag", "lightrag")
+_FORMAT = click.Choice(FORMATS)
+
+
+def _quote(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
+def _do_import(fmt: str, source: Path) -> Any:
+    if fmt == "graphrag":
+        from relmerge.adapters.graphrag import import_graphrag
+
+        return import_graphrag(source)
+    from relmerge.adapters.lightrag import import_lightrag
+
+    return import_lightrag(source)
+
+
+@click.command("import", short_help="Convert a GraphRAG or LightRAG graph into relmerge input.")
+@click.argument("fmt", metavar="FORMAT", type=_FORMAT)
+@click.argument("source", metavar="SRC", type=click.Path(path_type=Path))
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder for relations.jsonl, entities.jsonl and import.json (created if missing).",
+)
+def import_command(fmt: str, source: Path, output: Path) -> None:
+    """Convert SRC into relmerge input: relations.jsonl and entities.jsonl in --output.
+
+    FORMAT graphrag: SRC is a GraphRAG output folder (relationships.parquet, with
+    entities.parquet and text_units.parquet when present) or its relationships file; one
+    record per relationship row. FORMAT lightrag: SRC is a LightRAG / nano-graphrag working
+    folder (graph_chunk_entity_relation.graphml) or the GraphML file; one record per
+    <SEP>-joined description of each edge. Prints the commands that deduplicate and export.
+    """
+    from relmerge.adapters.common import ENTITIES_FILE, RELATIONS_FILE, write_import
+
+    imported = _do_import(fmt, source)
+    summary = write_import(imported, source, output)
+    units = summary.get("relationships", summary.get("edges"))
+    unit_name = "relationships" if fmt == "graphrag" else "edges"
+    click.echo(
+        f"Imported {summary['relations']} relations from {units} {unit_name} and "
+        f"{summary['entities']} entities into {output}."
+    )
+    run_dir = output / "run"
+    target = source.with_name(f"{source.name}-dedup") if source.is_dir() else output / "dedup"
+    click.echo("Next: deduplicate, then write the deduplicated graph:")
+    click.echo(
+        f"  relmerge run {_quote(output / RELATIONS_FILE)} "
+        f"--entities {_quote(output / ENTITIES_FILE)} --output {_quote(run_dir)}"
+    )
+    click.echo(
+        f"  relmerge export {fmt} {_quote(run_dir)} --original {_quote(source)} "
+        f"--to {_quote(target)}"
+    )
+
+
+@click.command("export", short_help="Write a deduplicated GraphRAG or LightRAG graph.")
+@click.argument("fmt", metavar="FORMAT", type=_FORMAT)
+@click.argument("out", metavar="OUT", type=click.Path(path_type=Path))
+@click.option(
+    "--original",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The folder (or file) that `relmerge import` read, unchanged since.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder to write the deduplicated copy into (not the original).",
+)
+@click.option("--overwrite", is_flag=True, help="Write into a --to folder that is not empty.")
+def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite: bool) -> None:
+    """Write a copy of the original graph with the relations of the relmerge run in OUT.
+
+    graphrag: relationships.parquet gets one row per output relation (merged rows: merged
+    description, summed weight, all text units; human_readable_id renumbered), the other
+    files are copied, and relationship_ids lists in other tables point at the kept rows.
+    lightrag: the GraphML keeps its nodes; each edge holds its distinct facts joined by
+    <SEP>. What the run did not change, and records it rejected, are written as they were.
+    """
+    if fmt == "graphrag":
+        from relmerge.adapters.graphrag import export_graphrag
+
+        summary = export_graphrag(out, original, target, overwrite=overwrite)
+        click.echo(
+            f"Wrote {summary['relationships_after']} relationships "
+            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows) "
+            f"and {summary['copied_files']} other files to {target}."
+        )
+        return
+    from relmerge.adapters.lightrag import export_lightrag
+
+    summary = export_lightrag(out, original, target, overwrite=overwrite)
+    click.echo(
+        f"Wrote {summary['edges_after']} edges ({summary['edges_before']} before, "
+        f"{summary['edges_rewritten']} rewritten) holding {summary['descriptions_after']} "
+        f"descriptions ({summary['descriptions_before']} before) and "
+        f"{summary['copied_files']} other files to {target}."
+    )
