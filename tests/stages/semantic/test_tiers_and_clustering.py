@@ -96,3 +96,32 @@ def test_band_settings_are_validated_together() -> None:
         DeduplicateRelationsConfig(auto_keep_cosine=0.95, similarity_threshold=0.9)
     with pytest.raises(ConfigError, match="auto_keep_fuzzy"):
         DeduplicateRelationsConfig(auto_keep_fuzzy=95, auto_merge_fuzzy=90)
+
+
+@pytest.mark.parametrize("name", ["related", "Related to", "关联", "lié à"])
+def test_a_generic_name_is_no_evidence_for_the_name_cosine_rule(name: str) -> None:
+    """GraphRAG and LightRAG relations carry no name ("related" everywhere): equal names
+    must not merge two facts whose texts are only loosely alike."""
+    lexicon = load_lexicon()
+    a = ExtractedRelation(**record("a", name=name, description="Scrooge employs Bob."))
+    b = ExtractedRelation(**record("b", name=name, description="Scrooge visits Bob's home."))
+    features = (relation_features(a, lexicon), relation_features(b, lexicon))
+    assert features[0].generic_name and features[1].generic_name
+    config = DeduplicateRelationsConfig()
+    decision = decide_pair(0, 1, features, True, 50.0, 0.6, 1.0, config)
+    assert decision.verdict == "undecided"
+    specific = [
+        relation_features(ExtractedRelation(**record(i, name="employs", description=d)), lexicon)
+        for i, d in (("a", "Scrooge employs Bob."), ("b", "Scrooge pays Bob a wage."))
+    ]
+    merged = decide_pair(0, 1, (specific[0], specific[1]), True, 50.0, 0.6, 1.0, config)
+    assert merged.verdict == "merge"
+
+
+def test_a_generic_name_is_left_out_of_the_embedded_text() -> None:
+    from relmerge.stages.semantic.text import embedding_text
+
+    generic = ExtractedRelation(**record("a", name="related", description="Bob works for him."))
+    specific = ExtractedRelation(**record("b", name="employs", description="Bob works for him."))
+    assert embedding_text(generic, 300) == "Bob works for him."
+    assert embedding_text(specific, 300) == "employs: Bob works for him."

@@ -21,6 +21,7 @@ class RelationFeatures:
     opposite_sides: frozenset[tuple[int, int]]  # (pair index, side) found in the text
     inverse_sides: frozenset[tuple[int, int]]  # (pair index, side) found in the name
     symmetric: bool
+    generic_name: bool = False  # "related", "关联": the name says nothing about the fact
 
 
 _LEAD_CHARS = 200
@@ -63,4 +64,5 @@ def relation_features(relation: ExtractedRelation, lexicon: Lexicon) -> Relation
         opposite_sides=_sides(lexicon.opposites, f"{name} {description}"),
         inverse_sides=_sides(lexicon.inverse, name),
         symmetric=lexicon.symmetric.any_in(name),
+        generic_name=name in lexicon.generic,
     )

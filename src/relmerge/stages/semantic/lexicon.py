@@ -56,6 +56,8 @@ class Lexicon:
     passive: list[re.Pattern[str]]
     roles: dict[str, TermSet]
     ordinals: dict[str, int] = field(default_factory=dict)
+    # Normalised names that only say "some relation" (GraphRAG and LightRAG write no name).
+    generic: frozenset[str] = frozenset()
 
 
 def _pairs(raw: list[list[str]]) -> list[tuple[TermSet, TermSet]]:
@@ -72,6 +74,7 @@ def load_lexicon() -> Lexicon:
     passive: list[str] = []
     roles: dict[str, list[str]] = {}
     ordinals: dict[str, int] = {}
+    generic: list[str] = []
     folder = resources.files("relmerge.data.lexicon")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".toml"):
@@ -82,6 +85,7 @@ def load_lexicon() -> Lexicon:
         opposites += data.get("opposites", [])
         inverse += data.get("inverse", [])
         passive += data.get("passive", [])
+        generic += data.get("generic", [])
         for role, spellings in data.get("roles", {}).items():
             roles.setdefault(role, []).extend(spellings)
         ordinals.update(
@@ -95,4 +99,5 @@ def load_lexicon() -> Lexicon:
         passive=[re.compile(pattern) for pattern in passive],
         roles={role: TermSet(spellings) for role, spellings in roles.items()},
         ordinals=ordinals,
+        generic=frozenset(normalize_key_text(name) for name in generic),
     )

@@ -15,13 +15,19 @@ import numpy as np
 import numpy.typing as npt
 
 from relmerge.model import ExtractedRelation
+from relmerge.normalize import normalize_key_text
 from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.stages.semantic.lexicon import load_lexicon
+
+GENERIC_NAMES = load_lexicon().generic
 
 
 def embedding_text(relation: ExtractedRelation, description_chars: int) -> str:
+    """Name, description and attribute values; a generic name ("related") is left out, as
+    it would pull every relation of a GraphRAG or LightRAG graph towards every other."""
     description = relation.description[:description_chars]
     attributes = " ".join(f"{k}: {v}" for k, v in relation.attributes.items())
-    if description == relation.name:
+    if description == relation.name or normalize_key_text(relation.name) in GENERIC_NAMES:
         return f"{description} {attributes}".strip()
     return f"{relation.name}: {description} {attributes}".strip()
 

@@ -86,6 +86,7 @@ def decide_pair(
         return PairDecision(a, b, "merge", "embedding_high", scores=scores)
     if (
         config.auto_merge_name_cosine is not None
+        and not (fa.generic_name or fb.generic_name)  # "related" = "related" proves nothing
         and name_cosine >= config.auto_merge_name_cosine
         and cosine >= config.auto_merge_min_cosine
     ):
