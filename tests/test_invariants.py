@@ -876,12 +876,10 @@ def test_semantic_fixpoint_merged_attributes_are_scored_afresh() -> None:
     assert again.output.relations == first.output.relations
 
 
-@pytest.mark.xfail(strict=True, reason="exact stage: carried parts never meet later units")
 def test_exact_stage_compares_every_pair_of_a_group() -> None:
-    """Known gap, kept visible: with ``llm_batch_size=2`` the first batch splits a/b, the
-    carry fills the batch and is emitted, c+d merge; the next round re-asks a/b (already
-    known distinct) and again never puts a next to c+d, so the same fact (2019) stays
-    twice although rounds are left."""
+    """With ``llm_batch_size=2``, a/b split and fill a batch; the old accumulating pass
+    emitted them and never put a next to c+d, so the same fact (2019) stayed twice.
+    Batches built around a leader with the parts it has not met compare every pair."""
     records = [
         _relation("a", "e_ald", "e_bra", "CEO of", description="Led since 2019."),
         _relation("b", "e_ald", "e_bra", "CEO of", description="Led since 1702."),

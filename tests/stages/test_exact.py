@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 import pytest
@@ -379,3 +380,40 @@ async def test_a_merged_description_copied_from_a_cut_prompt_text_is_refused() -
     assert "marker" in llm.requests[1].messages[-1].content
     (merged,) = output.relations
     assert merged.description == "Ada Lind leads Norrbeck as CEO since 2017."
+
+
+async def test_small_batches_compare_every_pair_once_and_find_every_same_fact() -> None:
+    """Two facts (2019, 1702) alternating in a group larger than the batch: every 2019
+    mention ends in one relation, every 1702 mention in another, and no question repeats
+    (a part merged from members known distinct from another part is distinct from it)."""
+    years = ["2019", "1702", "2019", "1702", "2019", "2019"]
+    records = [
+        record(f"r{i}", description=f"Led it since {year} (mention {i}).")
+        for i, year in enumerate(years)
+    ]
+
+    def split_by_year(request: LLMRequest, items: list[dict[str, Any]]) -> dict[str, Any]:
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for item in items:
+            parts.setdefault("2019" if "2019" in item["description"] else "1702", []).append(item)
+        return {
+            "relations": [
+                {
+                    "type": "employment",
+                    "name": "CEO of",
+                    "description": f"Led it since {year}.",
+                    "attributes": {},
+                    "relation_ids": [item["relation_id"] for item in members],
+                }
+                for year, members in parts.items()
+            ]
+        }
+
+    llm = ScriptedLLM(split_by_year)
+    output, _, _ = await run_step(records, llm, llm_batch_size=2)
+    mapping = output.relation_id_mapping
+    assert len({mapping[f"r{i}"] for i, y in enumerate(years) if y == "2019"}) == 1
+    assert len({mapping[f"r{i}"] for i, y in enumerate(years) if y == "1702"}) == 1
+    assert len(set(mapping.values())) == 2
+    asked = [frozenset(_ids(request)) for request in llm.requests]
+    assert len(asked) == len(set(asked))

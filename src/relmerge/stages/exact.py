@@ -131,7 +131,7 @@ class ExactStage:
                 break
             outcome.rounds += 1
             results = await asyncio.gather(
-                *(self._merge_group(group, outcome.rounds) for group in pending)
+                *(self._merge_group(group, outcome.rounds, distinct) for group in pending)
             )
             replaced = {unit.members for group in pending for unit in group}
             changed = False
@@ -171,50 +171,76 @@ class ExactStage:
             if any(_pair(a, b) not in distinct for a, b in combinations(group, 2))
         ]
 
-    async def _merge_group(self, group: list[Unit], round_number: int) -> _GroupResult:
-        """One accumulating pass over a group; on failure the group keeps its units."""
+    async def _merge_group(
+        self, group: list[Unit], round_number: int, known: set[Pair] | None = None
+    ) -> _GroupResult:
+        """One accumulating pass over a group; on failure the group keeps its units.
+
+        Batches are built around a leader: the first part (in input order) that has not led
+        yet and still has an undecided pair, with up to ``llm_batch_size - 1`` parts it has
+        not been compared with. A merge's result is a new part that leads in its turn, so a
+        later batch receives the merged result of the earlier ones, and every pair of the
+        group ends up compared or known distinct (parts carried out of a full batch are not
+        left behind). A part merged from members known distinct from another part is
+        distinct from it too, so nothing is asked twice.
+        """
         batch_size = self.config.llm_batch_size
-        carry: list[Unit] = []
-        emitted: list[Unit] = []
-        queue = list(group)
-        distinct: set[Pair] = set()
+        parts = sorted(group, key=lambda unit: unit.first)
+        distinct: set[Pair] = set(known or ())
+        led: set[tuple[int, ...]] = set()
         decisions: list[Decision] = []
-        while queue:
-            room = batch_size - len(carry)
-            if room < 1:  # every carried part is distinct: start a fresh accumulation
-                emitted.extend(carry)
-                carry = []
-                continue
-            batch, queue = carry + queue[:room], queue[room:]
-            if len(batch) < 2 or all(_pair(a, b) in distinct for a, b in combinations(batch, 2)):
-                carry = batch
-                continue
+
+        def undecided(a: Unit, b: Unit) -> bool:
+            return _pair(a, b) not in distinct
+
+        while True:
+            leader = next(
+                (
+                    unit
+                    for unit in parts
+                    if unit.members not in led
+                    and any(undecided(unit, other) for other in parts if other is not unit)
+                ),
+                None,
+            )
+            if leader is None:
+                break
+            led.add(leader.members)
+            partners = [u for u in parts if u is not leader and undecided(leader, u)]
+            batch = sorted([leader, *partners[: batch_size - 1]], key=lambda unit: unit.first)
             try:
                 async with self._limit:
-                    parts, result = await ask_merge(self.llm, batch, self.config)
+                    answer, result = await ask_merge(self.llm, batch, self.config)
             except GroupFailed as failure:
                 self.on_group_done(1)
                 return self._failed(group, failure, round_number)
-            carry = []
-            for part in parts:
+            in_batch = {unit.members for unit in batch}
+            rest = [unit for unit in parts if unit.members not in in_batch]
+            results = []
+            for part in answer:
                 members = [unit for unit in batch if unit.relation.relation_id in part.relation_ids]
-                carry.append(merge_units(members, self.originals, part.fields))
-            distinct |= {_pair(a, b) for a, b in combinations(carry, 2)}
+                merged = merge_units(members, self.originals, part.fields)
+                for other in rest:
+                    if any(_pair(member, other) in distinct for member in members):
+                        distinct.add(_pair(merged, other))
+                results.append(merged)
+            distinct |= {_pair(a, b) for a, b in combinations(results, 2)}
+            parts = sorted(rest + results, key=lambda unit: unit.first)
             decisions.append(
                 Decision(
                     member_ids=member_ids(batch, self.originals),
                     stage="exact",
                     tier="llm",
-                    verdict="merge" if len(carry) == 1 else "split",
-                    output_ids=[unit.relation.relation_id for unit in carry],
+                    verdict="merge" if len(results) == 1 else "split",
+                    output_ids=[unit.relation.relation_id for unit in results],
                     model=result.model,
                     cached=result.cached,
                     round=round_number,
                 )
             )
-        emitted.extend(carry)
         self.on_group_done(1)
-        return _GroupResult(sorted(emitted, key=lambda u: u.first), distinct, decisions)
+        learnt = {pair for pair in distinct if pair not in (known or set())}
+        return _GroupResult(parts, learnt, decisions)
 
     def _failed(self, group: list[Unit], failure: GroupFailed, round_number: int) -> _GroupResult:
         representative = min(group, key=lambda unit: unit.first).relation
