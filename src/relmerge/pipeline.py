@@ -13,6 +13,7 @@ from typing import Any
 
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.engines.base import BlockEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.io.records import RawRecord, Rejected, validate_records
@@ -158,6 +159,7 @@ async def run_pipeline(
     memory: AnswerMemory | None = None,
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
+    engine: BlockEngine | None = None,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -165,7 +167,8 @@ async def run_pipeline(
     profiles) are the judge's context. ``before_work`` runs once the input is known to be
     usable and before anything is spent or written (the CLI claims OUT there, so bad input
     never touches an earlier run's outputs). With a ``cache``, an LLM request asked before
-    (in this run or an earlier one) is answered from it, not sent again.
+    (in this run or an earlier one) is answered from it, not sent again. ``engine`` decides
+    the semantic blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray).
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -217,6 +220,7 @@ async def run_pipeline(
             contexts,
             on_block_done=lambda n: progress.advance("semantic", n),
             memory=memory,
+            engine=engine,
         ).run(exact.units)
         progress.finish("semantic")
         deduplicated = semantic.units

@@ -20,6 +20,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
+from relmerge.engines.base import BlockEngine
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
 from relmerge.io.write import write_manifest
@@ -51,6 +52,18 @@ def remote_cache_path(url: str) -> Path:
     root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
     digest = hashlib.sha256(url.rstrip("/").encode()).hexdigest()[:16]
     return root / "relmerge" / f"{digest}.sqlite"
+
+
+def ray_engine(address: str | None) -> BlockEngine:
+    """The Ray engine, or a one-line usage error when Ray is not installed."""
+    from relmerge.engines.ray_engine import RayEngine, import_ray
+    from relmerge.errors import ConfigError
+
+    try:
+        import_ray()
+    except ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    return RayEngine(address)
 
 
 _JSON_VALUE = re.compile(r"^(true|false|null|-?\d+(\.\d+)?|\{.*\}|\[.*\])$", re.DOTALL)
@@ -135,6 +148,20 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     is_flag=True,
     help="Count records, groups, blocks and candidate pairs; embed, ask and write nothing.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where semantic blocks are decided: this process, or Ray workers "
+    "(pip install relmerge[ray]).",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDR",
+    help="Ray cluster to join with --engine ray (ray://host:10001, host:6379 or auto) "
+    "[default: $RAY_ADDRESS, else a local Ray on this machine's CPUs].",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
 def run_command(
     input_path: str,
@@ -150,6 +177,8 @@ def run_command(
     no_cache: bool,
     overwrite: bool,
     dry_run: bool,
+    engine: str,
+    ray_address: str | None,
     quiet: bool,
     **options: Any,
 ) -> None:
@@ -182,6 +211,9 @@ def run_command(
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
+    if ray_address is not None and engine != "ray":
+        raise click.UsageError("--ray-address needs --engine ray")
+    block_engine = ray_engine(ray_address) if engine == "ray" else None
     out_dir = local_path(out)  # None: OUT is in an object store
     default_cache = out_dir / CACHE_FILE if out_dir is not None else remote_cache_path(out)
     cache = None if no_cache else RunCache(cache_path or default_cache)
@@ -222,6 +254,7 @@ def run_command(
                 memory,
                 before_work=claim,
                 cache=cache,
+                engine=block_engine,
             )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(

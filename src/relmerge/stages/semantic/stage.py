@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine
 from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
@@ -22,7 +23,6 @@ from relmerge.stages.semantic.features import RelationFeatures, relation_feature
 from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
 from relmerge.stages.semantic.neighbours import possible_entity_duplicates
 from relmerge.stages.semantic.text import UnitVectors, embed_units, embedding_text
-from relmerge.stages.semantic.tiers import PairDecision, block_scores, decide_pair
 from relmerge.stages.units import Unit, merge_units
 
 Pair = frozenset[tuple[int, ...]]
@@ -85,7 +85,9 @@ class SemanticStage:
         known_distinct: set[Pair] | None = None,
         on_block_done: Callable[[int], None] = lambda n: None,
         memory: AnswerMemory | None = None,
+        engine: BlockEngine | None = None,
     ) -> None:
+        """``engine`` decides the blocks (default: :class:`LocalEngine`, this process)."""
         self.config = config
         self.llm = llm
         self.embedder = embedder
@@ -94,6 +96,7 @@ class SemanticStage:
         self.known_distinct = known_distinct or set()
         self.on_block_done = on_block_done
         self.lexicon = _lexicon(config)
+        self.engine: BlockEngine = engine or LocalEngine()
         self._decider = BlockDecider(
             config, llm, originals, asyncio.Semaphore(config.concurrency), memory
         )
@@ -117,12 +120,11 @@ class SemanticStage:
         name_index = np.array([name_rows[unit.relation.name] for unit in units])
         features = [relation_features(unit.relation, self.lexicon) for unit in units]
         multi = [members for members in blocks.values() if len(members) > 1]
-        results = await asyncio.gather(
-            *(
-                self._block(units, members, features, vectors, name_matrix[name_index[members]])
-                for members in multi
-            )
-        )
+        jobs = [
+            self._job(units, members, features, vectors, name_matrix[name_index[members]])
+            for members in multi
+        ]
+        results = await self.engine.decide_blocks(self._decider, jobs, self.on_block_done)
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
         for members, result in zip(multi, results, strict=True):
             symmetric = [features[i].symmetric for i in members]
@@ -142,47 +144,31 @@ class SemanticStage:
             outcome.tier_counts[decision.tier] = outcome.tier_counts.get(decision.tier, 0) + 1
         return outcome
 
-    async def _block(
+    def _job(
         self,
         units: Sequence[Unit],
         members: list[int],
         features: Sequence[RelationFeatures],
         vectors: UnitVectors,
         names: Vectors,
-    ) -> BlockResult:
+    ) -> BlockJob:
+        """Everything the block needs to be decided anywhere (see ``engines.base``)."""
         local = [units[i] for i in members]
-        fuzzy, cosine = block_scores([features[i].text for i in members], vectors[members])
-        name_cosine = names @ names.T
-        pairs: list[PairDecision] = []
-        for a, b in combinations(range(len(members)), 2):
-            ra, rb = local[a].relation, local[b].relation
-            same_direction = (ra.source_entity_id, ra.target_entity_id) == (
-                rb.source_entity_id,
-                rb.target_entity_id,
-            )
-            known = frozenset((local[a].members, local[b].members)) in self.known_distinct
-            pairs.append(
-                decide_pair(
-                    a,
-                    b,
-                    (features[members[a]], features[members[b]]),
-                    same_direction,
-                    float(fuzzy[a, b]),
-                    float(cosine[a, b]),
-                    float(name_cosine[a, b]),
-                    self.config,
-                    known,
-                )
+        known: frozenset[tuple[int, int]] = frozenset()
+        if self.known_distinct:  # usually empty: then the driver never walks the pairs
+            known = frozenset(
+                (a, b)
+                for a, b in combinations(range(len(local)), 2)
+                if frozenset((local[a].members, local[b].members)) in self.known_distinct
             )
         first = local[0].relation
         entities = (
             self._entity(first.source_entity_id, first.source_entity_name),
             self._entity(first.target_entity_id, first.target_entity_name),
         )
-        symmetric = [features[i].symmetric for i in members]
-        result = await self._decider.decide(local, pairs, entities, symmetric)
-        self.on_block_done(1)
-        return result
+        return BlockJob(
+            local, [features[i] for i in members], vectors[members], names, known, entities
+        )
 
     def _apply(
         self,

@@ -1,0 +1,10 @@
+"""Where the semantic stage decides its blocks: in this process, or across a Ray cluster.
+
+Blocks (the records of one canonical endpoint pair) are independent, so they are the unit
+of distribution; embeddings, the neighbour report and the id mapping stay in the driver.
+``ray_engine`` is imported only when asked for: Ray is an optional extra.
+"""
+
+from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine, decide_block, score_block
+
+__all__ = ["BlockEngine", "BlockJob", "LocalEngine", "decide_block", "score_block"]

@@ -1,0 +1,145 @@
+"""One door for the LLM requests of every Ray worker: the driver's own model answers them.
+
+Workers cannot share the run's model object (its budget, cache, rate limit and counters
+live in the driver), so each worker gets a :class:`GatewayModel` that hands its request to
+the :class:`LLMGateway` actor; the driver takes queued requests from the actor, answers
+them with the run's wrapped model under one semaphore of ``concurrency`` (the global
+limit), and replies. Accounting, cache and budget thus stay exactly where a local run
+keeps them. Errors cross the process boundary as plain tuples: ``ProviderError`` has a
+keyword-only constructor that pickle cannot call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from relmerge.errors import BudgetExhaustedError, ProviderError
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+
+Outcome = tuple[str, Any]  # ("ok", LLMResult) | ("provider", (message, retryable, attempts,
+# budget)) | ("error", message)
+
+
+def provider_failure(error: ProviderError) -> Outcome:
+    budget = isinstance(error, BudgetExhaustedError)
+    return "provider", (str(error), error.retryable, error.attempts, budget)
+
+
+def raise_failure(outcome: Outcome) -> None:
+    """Raise the error an outcome carries, as the type the local run would have seen."""
+    kind, value = outcome
+    if kind == "provider":
+        message, retryable, attempts, budget = value
+        if budget:
+            raise BudgetExhaustedError(message)
+        raise ProviderError(message, retryable=retryable, attempts=attempts)
+    if kind != "ok":
+        raise RuntimeError(f"the LLM gateway failed: {value}")
+
+
+def landed(ref: Any) -> asyncio.Future[Any]:
+    """An object ref as an asyncio future (``ref.future()`` works for Ray Client refs too)."""
+    return asyncio.wrap_future(ref.future())
+
+
+class LLMGateway:
+    """The actor (run async in Ray): workers ``ask``, the driver ``take``s and ``reply``s."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[tuple[int, LLMRequest]] | None = None
+        self._waiting: dict[int, asyncio.Future[Outcome]] = {}
+        self._next = 0
+
+    def _requests(self) -> asyncio.Queue[tuple[int, LLMRequest]]:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+        return self._queue
+
+    async def ask(self, request: LLMRequest) -> Outcome:
+        request_id = self._next
+        self._next += 1
+        answer: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = answer
+        await self._requests().put((request_id, request))
+        return await answer
+
+    async def take(self, wait: float) -> list[tuple[int, LLMRequest]]:
+        """The queued requests: at least one, or none after ``wait`` seconds."""
+        queue = self._requests()
+        try:
+            taken = [await asyncio.wait_for(queue.get(), wait)]
+        except TimeoutError:
+            return []
+        while not queue.empty():
+            taken.append(queue.get_nowait())
+        return taken
+
+    async def reply(self, request_id: int, outcome: Outcome) -> None:
+        answer = self._waiting.pop(request_id)
+        if not answer.done():
+            answer.set_result(outcome)
+
+
+class GatewayModel:
+    """The worker's model: every request goes through the gateway to the driver's model.
+
+    Unusable answers are counted here (``note_invalid``) and added to the driver's
+    accounting when the worker's results come back.
+    """
+
+    def __init__(self, gateway: Any, name: str, available: bool) -> None:
+        self.gateway = gateway
+        self.name = name
+        self.available = available
+        self.invalid_answers = 0
+
+    def note_invalid(self) -> None:
+        self.invalid_answers += 1
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        if self.gateway is None:
+            raise ProviderError("no language model is configured (--llm none)", retryable=False)
+        outcome: Outcome = await self.gateway.ask.remote(request)
+        raise_failure(outcome)
+        result: LLMResult = outcome[1]
+        return result
+
+
+class GatewayServer:
+    """The driver side: answers the gateway's requests with ``model``, ``limit`` at a time."""
+
+    def __init__(self, gateway: Any, model: LanguageModel, concurrency: int) -> None:
+        self.gateway = gateway
+        self.model = model
+        self.limit = asyncio.Semaphore(concurrency)
+        self.errors: list[BaseException] = []
+        self._stop = asyncio.Event()
+        self._answering: set[asyncio.Task[None]] = set()
+
+    async def _answer(self, request_id: int, request: LLMRequest) -> None:
+        outcome: Outcome
+        async with self.limit:
+            try:
+                outcome = "ok", await self.model.invoke(request)
+            except ProviderError as error:
+                outcome = provider_failure(error)
+            except Exception as error:  # a bug: the run fails with it, the worker is freed
+                self.errors.append(error)
+                outcome = "error", f"{type(error).__name__}: {error}"
+        await landed(self.gateway.reply.remote(request_id, outcome))
+
+    async def serve(self) -> None:
+        while not self._stop.is_set():
+            for request_id, request in await landed(self.gateway.take.remote(0.2)):
+                task = asyncio.create_task(self._answer(request_id, request))
+                self._answering.add(task)
+                task.add_done_callback(self._answering.discard)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in list(self._answering):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

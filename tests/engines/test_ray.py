@@ -1,0 +1,188 @@
+"""``--engine ray`` gives the local engine's results, on a 2-CPU Ray started here."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from relmerge.cli import main
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.engines.base import BlockEngine, LocalEngine
+from relmerge.errors import ConfigError, ProviderError
+from relmerge.eval.gold import load_gold
+from relmerge.io.load import read_entities, read_entity_mapping, read_input
+from relmerge.pipeline import RunOutput, run_pipeline
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
+from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
+from relmerge.providers.gold import GoldJudge
+from relmerge.stores.memory import MemoryStore
+
+ray = pytest.importorskip("ray")
+from relmerge.engines.ray_engine import RayEngine  # noqa: E402
+
+DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
+needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+class InFlight:
+    """Wraps a model; records the most requests it ever had in flight at once."""
+
+    def __init__(self, inner: LanguageModel, pause: float) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.available = inner.available
+        self.pause = pause
+        self.now = 0
+        self.most = 0
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(self.pause)
+            return await self.inner.invoke(request)
+        finally:
+            self.now -= 1
+
+
+class Broken:
+    name = "broken"
+    available = True
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        raise ProviderError("401 unauthorized", retryable=False)
+
+
+async def _run(
+    llm: LanguageModel, engine: BlockEngine, config: DeduplicateRelationsConfig | None = None
+) -> tuple[RunOutput, MemoryStore]:
+    store = MemoryStore()
+    output = await run_pipeline(
+        await read_input(DEV / "relations.jsonl"),
+        read_entity_mapping(DEV / "entity_id_mapping.json"),
+        config or DeduplicateRelationsConfig(),
+        llm,
+        store,
+        embedder=CachedEmbedder(HashEmbedder()),
+        entities=read_entities(DEV / "entities.jsonl"),
+        engine=engine,
+    )
+    return output, store
+
+
+def _same(local: tuple[RunOutput, MemoryStore], ray_: tuple[RunOutput, MemoryStore]) -> None:
+    (a, store_a), (b, store_b) = local, ray_
+    assert store_a.objects == store_b.objects  # relation files, decisions, clarifications
+    assert a.relation_id_mapping == b.relation_id_mapping
+    assert a.decisions == b.decisions
+    for key in (
+        "output_relation_count",
+        "semantic_merge_count",
+        "llm_requests",
+        "llm_invalid_answers",
+        "tokens",
+        "clarification_count",
+        "decisions_by_tier",
+        "issues",
+    ):
+        assert a.result[key] == b.result[key], key
+
+
+@needs_dev
+async def test_rules_only_run_is_identical() -> None:
+    local = await _run(NoLanguageModel(), LocalEngine())
+    assert local[0].result["semantic_merge_count"] > 0
+    _same(local, await _run(NoLanguageModel(), RayEngine()))
+
+
+@needs_dev
+async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
+    gold = load_gold(DEV / "gold.jsonl")
+    config = DeduplicateRelationsConfig(concurrency=3)
+    local = await _run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
+    model = InFlight(GoldJudge(gold, error_rate=0.2), pause=0.02)
+    distributed = await _run(model, RayEngine(), config)
+    assert local[0].result["llm_requests"] > 0
+    _same(local, distributed)
+    assert 1 <= model.most <= 3
+
+
+@needs_dev
+async def test_an_endpoint_that_cannot_work_stops_the_run_as_locally() -> None:
+    with pytest.raises(ProviderError, match="401"):
+        await _run(Broken(), LocalEngine())
+    with pytest.raises(ProviderError, match="401"):
+        await _run(Broken(), RayEngine())
+
+
+@needs_dev
+def test_cli_engine_ray_writes_the_local_outputs(tmp_path: Path) -> None:
+    outputs: dict[str, Any] = {}
+    for engine in ("local", "ray"):
+        out = tmp_path / engine
+        result = CliRunner().invoke(
+            main,
+            [
+                "run",
+                str(DEV / "relations.jsonl"),
+                "--entity-mapping",
+                str(DEV / "entity_id_mapping.json"),
+                "--output",
+                str(out),
+                "--llm",
+                "none",
+                "--embedding",
+                "hash",
+                "--engine",
+                engine,
+                "-q",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        outputs[engine] = {
+            path.relative_to(out).as_posix(): path.read_bytes()
+            for path in out.rglob("*")
+            if path.is_file() and ".relmerge" not in path.parts
+        }
+    manifest = "deduplicate_relations_result.json"
+    local, distributed = outputs["local"], outputs["ray"]
+    for result in (local, distributed):
+        parsed = orjson.loads(result.pop(manifest))
+        parsed.pop("seconds")
+        result[manifest] = parsed
+    assert local == distributed
+
+
+def test_ray_address_needs_the_ray_engine(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["run", "x.jsonl", "-o", str(tmp_path), "--ray-address", "auto"]
+    )
+    assert result.exit_code == 2
+    assert "--ray-address needs --engine ray" in result.output
+
+
+def test_engine_ray_without_ray_installed_says_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import relmerge.engines.ray_engine as ray_engine
+
+    def missing() -> None:
+        raise ConfigError(ray_engine.NO_RAY)
+
+    monkeypatch.setattr(ray_engine, "import_ray", missing)
+    result = CliRunner().invoke(main, ["run", "x.jsonl", "-o", str(tmp_path), "--engine", "ray"])
+    assert result.exit_code == 2
+    assert "pip install relmerge[ray]" in result.output
