@@ -180,3 +180,12 @@ def test_a_killed_run_is_not_mixed_with_a_run_of_other_inputs(
     replaced = CliRunner().invoke(main, [*other, "--overwrite"])
     assert replaced.exit_code == 0, replaced.output
     check_outputs(out, DEV / "relations.jsonl")
+
+
+def test_the_cache_must_be_a_local_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, run_args(tmp_path / "o", "http://127.0.0.1:9/v1", "--cache", "s3://bucket/c.sqlite")
+    )
+    assert result.exit_code == 2
+    assert "local file" in result.output
+    assert not (tmp_path / "o").exists()

@@ -31,6 +31,8 @@ from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores import local_path, open_store
 from relmerge.stores.fsspec_store import redact_url
 
+_URL_LIKE = re.compile(r"^[A-Za-z][\w+.-]+:/")
+
 # Settings that change how a run goes, not what it outputs: a run killed with one value
 # may be resumed with another.
 _OPERATIONAL = {"concurrency", "api_key_env", "timeout", "max_retries", "requests_per_minute"}
@@ -211,6 +213,9 @@ def run_command(
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
+    if cache_path is not None and _URL_LIKE.match(str(cache_path)):
+        # click's Path has already turned s3://b/c into "s3:/b/c", a local file to be.
+        raise click.UsageError("--cache must be a local file (SQLite), not a URL")
     if ray_address is not None and engine != "ray":
         raise click.UsageError("--ray-address needs --engine ray")
     block_engine = ray_engine(ray_address) if engine == "ray" else None
