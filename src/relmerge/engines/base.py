@@ -98,9 +98,12 @@ class LocalEngine:
         jobs: Sequence[BlockJob],
         on_done: Callable[[int], None],
     ) -> list[BlockResult]:
-        async def one(job: BlockJob) -> BlockResult:
-            result = await decide_block(job, decider)
+        async def one(index: int) -> BlockResult:
+            # The job is built when its block starts (``jobs`` may be lazy): blocks that
+            # never wait for an LLM are decided one after the other, and only the block
+            # being decided holds its vectors.
+            result = await decide_block(jobs[index], decider)
             on_done(1)
             return result
 
-        return list(await asyncio.gather(*(one(job) for job in jobs)))
+        return list(await asyncio.gather(*(one(index) for index in range(len(jobs)))))

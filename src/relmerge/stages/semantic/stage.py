@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -74,6 +74,29 @@ def _deterministic_fields(units: Sequence[Unit], lead: Unit) -> dict[str, Any]:
     }
 
 
+class LazyJobs(Sequence[BlockJob]):
+    """The blocks' jobs, each built when asked for: a job holds copies of its block's
+    vectors, and building them all up front doubled the stage's memory at scale."""
+
+    def __init__(self, blocks: Sequence[list[int]], build: Callable[[list[int]], BlockJob]) -> None:
+        self.blocks = blocks
+        self.build = build
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    @overload
+    def __getitem__(self, index: int) -> BlockJob: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[BlockJob]: ...
+
+    def __getitem__(self, index: int | slice) -> BlockJob | list[BlockJob]:
+        if isinstance(index, slice):
+            return [self.build(members) for members in self.blocks[index]]
+        return self.build(self.blocks[index])
+
+
 class SemanticStage:
     def __init__(
         self,
@@ -120,10 +143,12 @@ class SemanticStage:
         name_index = np.array([name_rows[unit.relation.name] for unit in units])
         features = [relation_features(unit.relation, self.lexicon) for unit in units]
         multi = [members for members in blocks.values() if len(members) > 1]
-        jobs = [
-            self._job(units, members, features, vectors, name_matrix[name_index[members]])
-            for members in multi
-        ]
+        jobs = LazyJobs(
+            multi,
+            lambda members: self._job(
+                units, members, features, vectors, name_matrix[name_index[members]]
+            ),
+        )
         results = await self.engine.decide_blocks(self._decider, jobs, self.on_block_done)
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
         for members, result in zip(multi, results, strict=True):
