@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
+from tests.support.browser import CHROMIUM, launch_chromium
 from tests.support.dev_cli import DEV
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 HOSTILE = "<script>alert(1)</script>"
 HOSTILE_NAME = "<img src=x onerror=alert(2)>"
 SECTIONS = (
@@ -299,17 +299,7 @@ def test_page_renders_in_a_real_browser(llm_out: Path, llm_page: str, tmp_path: 
     errors: list[str] = []
     requests: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
+        browser = launch_chromium(playwright)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda error: errors.append(str(error)))

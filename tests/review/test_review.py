@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import orjson
 import pytest
 
 from relmerge.review.queue import ReviewQueue
+from tests.support.browser import CHROMIUM, launch_chromium
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "sample"
@@ -97,9 +97,6 @@ def test_review_without_questions_is_a_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "clarifications.jsonl" in result.stderr
 
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-
-
 @pytest.mark.skipif(
     not Path(CHROMIUM).exists() and not os.environ.get("CI"),
     reason="Debian's chromium is not installed (scripts/test.sh installs it)",
@@ -112,17 +109,7 @@ def test_web_review_in_a_real_browser(reviewed_run: Path) -> None:
     queue = ReviewQueue(reviewed_run)
     pending = queue.pending()
     with ReviewServer(queue) as server, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
+        browser = launch_chromium(playwright)
         page = browser.new_page()
         page.goto(server.url)
         page.wait_for_selector("#current")
