@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+from relmerge.model import Decision
 from relmerge.pipeline import RunOutput
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
@@ -79,3 +80,8 @@ def merge_answer(
     relation = {"type": "employment", "name": name, "description": description, "attributes": {}}
     relation.update(extra)
     return {"relation": relation}
+
+
+def logged_decisions(store: MemoryStore, key: str = "decisions.jsonl") -> list[Decision]:
+    """The decision log a run wrote into ``store``, as objects."""
+    return [Decision.model_validate_json(line) for line in store.objects[key].splitlines()]

@@ -24,7 +24,7 @@ from relmerge.prompts import cluster_relations, judge_pair, merge_relations
 from relmerge.providers.gold import GoldJudge
 from relmerge.providers.parsing import parse_json_answer
 from relmerge.stages.llm_retry import EMPTY_ANSWER
-from tests.factories import record
+from tests.factories import logged_decisions, record
 from tests.support.faults import (
     DEV,
     FAULT_KINDS,
@@ -226,7 +226,7 @@ async def test_dev_set_under_the_fault_mix(dev: DevSet, semantic: bool) -> None:
         assert issue["resolution"]["action"] == resolution
         assert issue["message"].strip()
         assert "endpoint failed" not in issue["message"]  # garbage, not transport, failed it
-    failed_decisions = [d for d in faulty.output.decisions if d.verdict == "failed"]
+    failed_decisions = [d for d in logged_decisions(faulty.store) if d.verdict == "failed"]
     if not semantic:
         assert len(failed_decisions) == len(issues)
         for decision in failed_decisions:  # the group kept its original records

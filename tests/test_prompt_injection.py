@@ -36,7 +36,8 @@ from relmerge.providers.base import LLMRequest, Message
 from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.fake import ScriptedLLM, request_records
 from relmerge.providers.parsing import parse_json_answer
-from tests.factories import merge_answer, record, run_step
+from relmerge.stores import MemoryStore
+from tests.factories import logged_decisions, merge_answer, record, run_step
 from tests.support.llm_server import fenced_records
 
 CORPUS = Path(__file__).parent / "data" / "adversarial"
@@ -88,8 +89,12 @@ def endpoints(item: dict[str, Any] | ExtractedRelation) -> tuple[str, str, str, 
 
 
 async def run(llm: ScriptedLLM | None, semantic: bool) -> RunOutput:
+    return (await run_with_store(llm, semantic))[0]
+
+
+async def run_with_store(llm: ScriptedLLM | None, semantic: bool) -> tuple[RunOutput, MemoryStore]:
     if semantic:
-        output, _, _ = await run_step(
+        output, _, store = await run_step(
             RECORDS,
             llm,
             embedder=HashEmbedder(),
@@ -98,8 +103,8 @@ async def run(llm: ScriptedLLM | None, semantic: bool) -> RunOutput:
             **SEMANTIC,
         )
     else:
-        output, _, _ = await run_step(RECORDS, llm, max_attempts=MAX_ATTEMPTS)
-    return output
+        output, _, store = await run_step(RECORDS, llm, max_attempts=MAX_ATTEMPTS)
+    return output, store
 
 
 def assert_contained(output: RunOutput) -> dict[str, list[str]]:
@@ -362,7 +367,7 @@ async def test_compromised_answers_are_refused_and_originals_kept(
     name: str, semantic: bool, rules_only: dict[bool, RunOutput]
 ) -> None:
     llm = ScriptedLLM(ATTACKS[name])
-    output = await run(llm, semantic)
+    output, store = await run_with_store(llm, semantic)
 
     assert_contained(output)
     assert_requests_inert(llm.requests)
@@ -391,7 +396,7 @@ async def test_compromised_answers_are_refused_and_originals_kept(
     for request in retries:
         assert request.messages[-1].role == "user"
         assert request.messages[-1].content.startswith("That answer is invalid: ")
-    llm_verdicts = {d.verdict for d in output.decisions if d.tier == "llm"}
+    llm_verdicts = {d.verdict for d in logged_decisions(store) if d.tier == "llm"}
     assert llm_verdicts == (set() if semantic else {"failed"})
 
 

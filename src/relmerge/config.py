@@ -126,6 +126,12 @@ class DeduplicateRelationsConfig(BaseModel):
     entity_report_limit: int = Field(
         200, ge=0, description="Relations per entity compared for possible entity duplicates."
     )
+    records_per_chunk: int = Field(
+        100_000,
+        ge=1,
+        description="Records decided together: a larger batch is cut into chunks of whole "
+        "blocks and held in a temporary file meanwhile, so memory stays bounded.",
+    )
     decisions_key: str | None = Field(
         "decisions.jsonl", description="Store key of the decision log; None to skip it."
     )

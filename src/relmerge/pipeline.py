@@ -1,13 +1,15 @@
 """The only module that knows the stage order.
 
-load + validate ─► remap endpoints ─► exact stage ─► semantic stage
-─► id mapping ─► write relations, decision log, clarifications, rejected records
+intake (stream in, validate, remap, park) ─► chunks of whole blocks, for each:
+    exact stage ─► semantic stage ─► write relations, log decisions and clarifications
+─► cross-block entity report ─► id mapping, logs, rejected records
 """
 
 from __future__ import annotations
 
+import operator
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +18,11 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.base import BlockEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
+from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected, validate_records
-from relmerge.io.write import jsonl, write_decisions, write_relations
-from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
+from relmerge.io.spool import JsonLines
+from relmerge.io.write import jsonl, relation_key, write_relations
+from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
@@ -27,11 +31,12 @@ from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
-from relmerge.stages.exact import ExactStage, exact_key
+from relmerge.stages.exact import ExactOutcome, ExactStage, exact_key
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
+from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
-from relmerge.stages.units import Unit
+from relmerge.stages.units import Originals, Unit
 from relmerge.stores.base import ObjectStore
 
 NO_EMBEDDER = (
@@ -48,7 +53,6 @@ class RunOutput:
     relation_keys: list[str]
     relation_id_mapping: dict[str, str]
     result: dict[str, Any]
-    decisions: list[Decision] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
 
@@ -108,14 +112,14 @@ def plan(raws: Sequence[RawRecord], entity_id_mapping: Any) -> dict[str, Any]:
     }
 
 
-def free_merged_ids(units: list[Unit], originals: Sequence[ExtractedRelation]) -> list[Unit]:
-    """Give a merged relation another id when an unmerged input already has its id.
+def free_merged_ids(units: list[Unit], originals: Originals, taken: set[str]) -> list[Unit]:
+    """Give a merged relation another id when an input relation already has its id.
 
     Merged ids are predictable (a hash of member ids and name), so an input can carry one;
-    the unmerged relation keeps its id (it must, for idempotence) and the merged one is
-    re-hashed with a salt until free. Without such an input nothing changes.
+    the input relation keeps its id (it must, for idempotence) and the merged one is
+    re-hashed with a salt until free. ``taken`` holds every valid input id. Without such
+    an input nothing changes.
     """
-    taken = {unit.relation.relation_id for unit in units if len(unit.members) == 1}
     fixed = []
     for unit in units:
         relation = unit.relation
@@ -139,16 +143,65 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
     )
 
 
-def _id_mapping(units: Sequence[Unit], originals: Sequence[ExtractedRelation]) -> dict[str, str]:
-    mapping = {}
-    for unit in units:
-        for index in unit.members:
-            mapping[originals[index].relation_id] = unit.relation.relation_id
-    return {relation.relation_id: mapping[relation.relation_id] for relation in originals}
+@dataclass
+class _Tally:
+    """The result counters, summed over chunks."""
+
+    exact_merges: int = 0
+    semantic_merges: int = 0
+    failed: int = 0
+    llm_needed_groups: int = 0
+    llm_needed_pairs: int = 0
+    exact_rounds: int = 0
+    semantic_rounds: int = 0
+    blocking: dict[str, int] = field(default_factory=dict)
+    tiers: dict[str, int] = field(default_factory=dict)
+
+    def add_exact(self, exact: ExactOutcome) -> None:
+        self.exact_merges += exact.merge_count
+        self.failed += exact.failed_group_count
+        self.llm_needed_groups += exact.llm_needed_group_count
+        self.exact_rounds = max(self.exact_rounds, exact.rounds)
+
+    def add_semantic(self, semantic: SemanticOutcome) -> None:
+        self.semantic_merges += semantic.merge_count
+        self.failed += semantic.failed_block_count
+        self.llm_needed_pairs += semantic.llm_needed_pair_count
+        self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
+        for key, value in semantic.pair_counts.items():
+            combine = max if key == "largest_block" else operator.add
+            self.blocking[key] = combine(self.blocking.get(key, 0), value)
+        for tier, count in semantic.tier_counts.items():
+            self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+
+@dataclass
+class _Logs:
+    """The run's logs, written chunk by chunk to temporary files (see ``io.spool``)."""
+
+    exact: JsonLines = field(default_factory=JsonLines)
+    semantic: JsonLines = field(default_factory=JsonLines)
+    clarifications: JsonLines = field(default_factory=JsonLines)
+
+    def close(self) -> None:
+        for log in (self.exact, self.semantic, self.clarifications):
+            log.close()
+
+
+def _check_intake(intake: Intake, config: DeduplicateRelationsConfig) -> None:
+    if intake.record_count == 0:
+        raise InputError("the input holds no relation records")
+    if config.strict and intake.rejected:
+        raise InputError(strict_failure(intake.rejected))
+    if intake.rejected and not intake.ids:  # a wrong file, not a batch with a few bad records
+        raise InputError(
+            f"none of the {len(intake.rejected)} input records is a valid relation; "
+            f"first: {intake.rejected[0].origin}: {intake.rejected[0].reason}"
+        )
 
 
 async def run_pipeline(
-    raws: Sequence[RawRecord],
+    raws: Iterable[RawRecord],
     entity_id_mapping: Any,
     config: DeduplicateRelationsConfig,
     llm: LanguageModel,
@@ -163,114 +216,190 @@ async def run_pipeline(
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
-    ``embedder`` is required when ``config.semantic_merge``; ``entities`` (ids, names,
-    profiles) are the judge's context. ``before_work`` runs once the input is known to be
-    usable and before anything is spent or written (the CLI claims OUT there, so bad input
-    never touches an earlier run's outputs). With a ``cache``, an LLM request asked before
-    (in this run or an earlier one) is answered from it, not sent again. ``engine`` decides
-    the semantic blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray).
+    ``raws`` is read once, as it streams (a generator is fine). ``embedder`` is required
+    when ``config.semantic_merge``; ``entities`` (ids, names, profiles) are the judge's
+    context. ``before_work`` runs once the input is known to be usable and before anything
+    is spent or written (the CLI claims OUT there, so bad input never touches an earlier
+    run's outputs). With a ``cache``, an LLM request asked before (in this run or an
+    earlier one) is answered from it, not sent again. ``engine`` decides the semantic
+    blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray). A batch
+    larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
-    progress = progress or NoProgress()
-    clock = _Clock()
-    if not raws:
-        raise InputError("the input holds no relation records")
-    originals, rejected = validate_records(raws)
     mapping = validate_entity_mapping(entity_id_mapping)
-    if config.strict and rejected:
-        raise InputError(strict_failure(rejected))
-    if rejected and not originals:  # a wrong file, not a batch with a few bad records
-        raise InputError(
-            f"none of the {len(rejected)} input records is a valid relation; "
-            f"first: {rejected[0].origin}: {rejected[0].reason}"
+    clock = _Clock()
+    intake = take_in(raws, mapping, config.records_per_chunk)
+    logs: _Logs | None = None
+    try:
+        _check_intake(intake, config)
+        if before_work is not None:
+            await before_work()
+        clock.lap("load")
+        logs = _Logs()
+        return await _deduplicate(
+            intake,
+            mapping,
+            config,
+            llm,
+            store,
+            progress or NoProgress(),
+            embedder,
+            entities,
+            memory,
+            cache,
+            engine,
+            logs,
+            clock,
         )
-    if before_work is not None:
-        await before_work()
-    clock.lap("load")
+    finally:
+        intake.spool.close()
+        if logs is not None:
+            logs.close()
 
-    remapped = remap_endpoints(originals, mapping)
-    units = [Unit(relation, (index,)) for index, relation in remapped.mapped]
-    clock.lap("remap")
 
+async def _deduplicate(
+    intake: Intake,
+    mapping: dict[str, str],
+    config: DeduplicateRelationsConfig,
+    llm: LanguageModel,
+    store: ObjectStore,
+    progress: Progress,
+    embedder: EmbeddingModel | None,
+    entities: Sequence[EntityContext],
+    memory: AnswerMemory | None,
+    cache: RunCache | None,
+    engine: BlockEngine | None,
+    logs: _Logs,
+    clock: _Clock,
+) -> RunOutput:
     budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
     model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
+    semantic_on = config.semantic_merge and embedder is not None
+    contexts = canonical_entities(entities, mapping)
+    report = (
+        EntityReport(config.similarity_threshold, config.entity_report_limit)
+        if semantic_on
+        else None
+    )
+    taken = set(intake.ids)
+    tally = _Tally()
+    exact_issues: list[StepIssue] = []
+    semantic_issues: list[StepIssue] = []
+    outputs: list[Unit] = [Unit(relation, (index,)) for index, relation in intake.passthrough]
+    output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
+    for index, relation in intake.passthrough:
+        output_of[index] = relation.relation_id
+    chunks = plan_chunks(intake, config.records_per_chunk)
     progress.start("exact", None)
-    stage = ExactStage(
-        config,
-        model,
-        originals,
-        lambda n: progress.advance("exact", n),
-        defer_llm=config.semantic_merge,
-    )
-    exact = await stage.run(units)
-    progress.finish("exact")
-    clock.lap("exact")
-
-    deduplicated = exact.units
-    semantic = SemanticOutcome(units=exact.units)
-    if config.semantic_merge and embedder is not None:
-        contexts = canonical_entities(entities, mapping)
+    if semantic_on:
         progress.start("semantic", None)
-        semantic = await SemanticStage(
-            config,
-            model,
-            embedder,
-            originals,
-            contexts,
-            on_block_done=lambda n: progress.advance("semantic", n),
-            memory=memory,
-            engine=engine,
-        ).run(exact.units)
+    progress.start("write", None)
+    clock.lap("remap")
+    try:
+
+        async def decide(indices: list[int]) -> list[Unit]:
+            """One chunk's output units; its records and logs are gone when it returns."""
+            originals = intake.spool.load(indices)
+            units = [Unit(originals[i], (i,)) for i in indices]
+            exact = await ExactStage(
+                config,
+                model,
+                originals,
+                lambda n: progress.advance("exact", n),
+                defer_llm=config.semantic_merge,
+            ).run(units)
+            del units
+            tally.add_exact(exact)
+            exact_issues.extend(exact.issues)
+            logs.exact.extend(decision.model_dump(mode="json") for decision in exact.decisions)
+            clock.lap("exact")
+            final = exact.units
+            if semantic_on and embedder is not None:
+                semantic = await SemanticStage(
+                    config,
+                    model,
+                    embedder,
+                    originals,
+                    contexts,
+                    on_block_done=lambda n: progress.advance("semantic", n),
+                    memory=memory,
+                    engine=engine,
+                    report=report,
+                ).run(exact.units)
+                tally.add_semantic(semantic)
+                semantic_issues.extend(semantic.issues)
+                logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
+                logs.clarifications.extend(semantic.clarifications)
+                final = semantic.units
+                clock.lap("semantic")
+            return free_merged_ids(final, originals, taken)
+
+        for chunk in chunks:
+            final = await decide(chunk.tolist())
+            await write_relations(
+                store,
+                config.deduplicated_relations_prefix,
+                [unit.relation for unit in final],
+                lambda n: progress.advance("write", n),
+            )
+            for unit in final:
+                for index in unit.members:
+                    output_of[index] = unit.relation.relation_id
+            outputs.extend(final)
+            clock.lap("write")
+        await write_relations(
+            store,
+            config.deduplicated_relations_prefix,
+            [relation for _, relation in intake.passthrough],
+            lambda n: progress.advance("write", n),
+        )
+        issues = [*intake.issues, *exact_issues, *semantic_issues]
+        if report is not None and embedder is not None:
+            issues.extend(await report.issues(embedder))
+            clock.lap("semantic")
+    finally:
+        if report is not None:
+            report.close()
+    progress.finish("exact")
+    if semantic_on:
         progress.finish("semantic")
-        deduplicated = semantic.units
-        clock.lap("semantic")
 
-    final = sorted(
-        [*deduplicated, *(Unit(relation, (index,)) for index, relation in remapped.passthrough)],
-        key=lambda unit: unit.first,
-    )
-    final = free_merged_ids(final, originals)
-    outputs = [unit.relation for unit in final]
-    if len({relation.relation_id for relation in outputs}) != len(outputs):
+    outputs.sort(key=lambda unit: unit.first)
+    relations = [unit.relation for unit in outputs]
+    if len({relation.relation_id for relation in relations}) != len(relations):
         raise AssertionError("two output relations share an id")  # an internal bug, never input
-    mapping_out = _id_mapping(final, originals)
-
-    progress.start("write", len(outputs))
-    keys = await write_relations(
-        store, config.deduplicated_relations_prefix, outputs, lambda n: progress.advance("write", n)
-    )
-    decisions = [*exact.decisions, *semantic.decisions]
+    if not all(output_of):
+        raise AssertionError("an input relation has no output")  # an internal bug, never input
+    mapping_out = dict(zip(intake.ids, output_of, strict=True))
+    keys = [relation_key(config.deduplicated_relations_prefix, r.relation_id) for r in relations]
     if config.decisions_key:
-        await write_decisions(store, config.decisions_key, decisions)
+        await logs.exact.put(store, config.decisions_key, logs.semantic)
     if config.clarifications_key:
-        await store.put(config.clarifications_key, jsonl(semantic.clarifications))
+        await logs.clarifications.put(store, config.clarifications_key)
     if config.rejected_key:
-        await store.put(config.rejected_key, jsonl(item.to_dict() for item in rejected))
+        await store.put(config.rejected_key, jsonl(item.to_dict() for item in intake.rejected))
     progress.finish("write")
     clock.lap("write")
 
-    issues = [*remapped.issues, *exact.issues, *semantic.issues]
     result: dict[str, Any] = {
         "step": STEP_NAME,
-        "input_record_count": len(raws),
-        "rejected_count": len(rejected),
-        "input_relation_count": len(originals),
-        "output_relation_count": len(outputs),
-        "remapped_relation_count": remapped.remapped_count,
-        "exact_merge_count": exact.merge_count,
-        "semantic_merge_count": semantic.merge_count,
-        "failed_group_count": exact.failed_group_count + semantic.failed_block_count,
-        "llm_needed_group_count": exact.llm_needed_group_count,
-        "llm_needed_pair_count": semantic.llm_needed_pair_count,
-        "clarification_count": len(semantic.clarifications),
-        "exact_round_count": exact.rounds,
-        "semantic_round_count": semantic.rounds,
-        "blocking": semantic.pair_counts,
-        "decisions_by_tier": dict(sorted(semantic.tier_counts.items())),
-        "embedding_model": embedder.name
-        if embedder is not None and config.semantic_merge
-        else None,
+        "input_record_count": intake.record_count,
+        "rejected_count": len(intake.rejected),
+        "input_relation_count": len(intake.ids),
+        "output_relation_count": len(relations),
+        "remapped_relation_count": intake.remapped_count,
+        "exact_merge_count": tally.exact_merges,
+        "semantic_merge_count": tally.semantic_merges,
+        "failed_group_count": tally.failed,
+        "llm_needed_group_count": tally.llm_needed_groups,
+        "llm_needed_pair_count": tally.llm_needed_pairs,
+        "clarification_count": logs.clarifications.count,
+        "exact_round_count": tally.exact_rounds,
+        "semantic_round_count": tally.semantic_rounds,
+        "blocking": tally.blocking,
+        "decisions_by_tier": dict(sorted(tally.tiers.items())),
+        "embedding_model": embedder.name if semantic_on and embedder is not None else None,
         "llm_model": llm.name,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
@@ -282,16 +411,16 @@ async def run_pipeline(
             "max_tokens": config.max_tokens,
             "exhausted": budget.exhausted,
         },
+        "chunk_count": len(chunks),
         "seconds": clock.total(),
         "issues": [issue.model_dump(mode="json") for issue in issues],
         "config": config.model_dump(mode="json"),
     }
     return RunOutput(
-        relations=outputs,
+        relations=relations,
         relation_keys=keys,
         relation_id_mapping=mapping_out,
         result=result,
-        decisions=decisions,
-        rejected=rejected,
+        rejected=intake.rejected,
         issues=issues,
     )

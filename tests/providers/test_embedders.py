@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 
 import numpy as np
 import pytest
@@ -46,6 +47,57 @@ async def test_cache_embeds_each_text_once() -> None:
     second = await cached.embed(["c d", "e f"])
     assert cached.embedded_texts == 3
     assert np.array_equal(first[1], second[0])
+
+
+async def test_cache_is_bounded_and_keeps_the_most_recent_texts() -> None:
+    cached = CachedEmbedder(HashEmbedder(), max_texts=3)
+    first = await cached.embed(["a", "b", "c", "d"])  # only the last three are kept
+    assert cached.embedded_texts == 4
+    again = await cached.embed(["b", "c", "d"])
+    assert cached.embedded_texts == 4  # all remembered
+    assert np.array_equal(again, first[1:])
+    await cached.embed(["a", "d"])  # "a" comes back; "b", the least recently used, goes
+    assert cached.embedded_texts == 5
+    await cached.embed(["b"])
+    assert cached.embedded_texts == 6
+    await cached.embed(["a", "d"])
+    assert cached.embedded_texts == 6
+
+
+def _sentences(count: int) -> list[str]:
+    words = ["river", "港口", "mountain", "société", "harbour", "城市", "valley", "gare"]
+    return [
+        f"{words[i % 8]} {i} lies {i % 97} km from {words[(i * 7) % 8]} {i * 31 % 1009}"
+        for i in range(count)
+    ]
+
+
+@pytest.mark.usefixtures("no_network")
+async def test_a_large_batch_is_shared_with_a_helper_process_and_gives_the_same_vectors() -> None:
+    texts = _sentences(4200)  # above the size that starts the helper
+    alone = UseEmbedder(processes=1)
+    shared = UseEmbedder(processes=2)
+    try:
+        one = await alone.embed(texts)
+        two = await shared.embed(texts)
+        assert shared._helper is not None and shared._helper._process is not None  # it ran
+        assert two.shape == one.shape
+        assert float(np.abs(one - two).max()) < 1e-4  # same rows, in the same order
+    finally:
+        shared.close()
+
+
+async def test_a_helper_that_fails_leaves_the_batch_to_this_process(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    texts = _sentences(4200)
+    shared = UseEmbedder(processes=2)
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    vectors = await shared.embed(texts)
+    expected = await UseEmbedder(processes=1).embed(texts)
+    assert float(np.abs(vectors - expected).max()) < 1e-4
+    assert "embedding helper process failed" in caplog.text
+    assert shared._helper is not None and shared._helper._process is None
 
 
 async def test_openai_compatible_embeddings_over_real_http() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import hashlib
 import os
 import re
@@ -21,8 +20,8 @@ from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.engines.base import BlockEngine
-from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.io.outdir import claim_output, fingerprint, remove_stale_relations
+from relmerge.io.load import read_entities, read_entity_mapping, read_input, stream_input
+from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm
@@ -226,13 +225,11 @@ def run_command(
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     entities = read_entities(options["entities_path"]) if options["entities_path"] else []
-    raws = asyncio.run(read_input(input_path, storage_options))
-    # The batch lives until the process ends: keep the collector from rescanning it.
-    gc.freeze()
+    records = asyncio.run(stream_input(input_path, storage_options))
     mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
     console = Console(stderr=True, quiet=quiet)
-    run_fingerprint = fingerprint(
-        raws,
+    hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
+    settings_parts = (
         mapping,
         config.model_dump(mode="json", exclude=_OPERATIONAL),
         settings.model_dump(mode="json", exclude=_OPERATIONAL),
@@ -243,12 +240,16 @@ def run_command(
     memory = answer_memory(out_dir) if out_dir is not None else None
 
     async def go() -> dict[str, Any]:
+        run_fingerprint = ""
+
         async def claim() -> None:
+            nonlocal run_fingerprint
+            run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite)
 
         with RichProgress(console) as progress:
             output = await run_pipeline(
-                raws,
+                hashed.records(records),
                 mapping,
                 config,
                 llm,

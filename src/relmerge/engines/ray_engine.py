@@ -29,7 +29,7 @@ from relmerge.errors import ConfigError, ProviderError
 from relmerge.model import ExtractedRelation
 from relmerge.review.memory import AnswerMemory
 from relmerge.stages.semantic.block import BlockDecider, BlockResult
-from relmerge.stages.units import Unit
+from relmerge.stages.units import Originals, Unit
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -58,7 +58,7 @@ def chunk_jobs(jobs: Sequence[BlockJob], parts: int) -> list[list[int]]:
 
 
 def compact(
-    jobs: Sequence[BlockJob], originals: Sequence[ExtractedRelation]
+    jobs: Sequence[BlockJob], originals: Originals
 ) -> tuple[list[BlockJob], list[ExtractedRelation]]:
     """The jobs with members renumbered into the list of the relations they use.
 

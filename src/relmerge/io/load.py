@@ -6,7 +6,7 @@ directories and stores); validation happens once, in :mod:`relmerge.io.records`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from io import BytesIO
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -134,6 +134,33 @@ def parse_key_list(data: bytes, what: str) -> list[Any]:
     if not isinstance(keys, list):
         raise InputError(f"{what} must be a JSON array of object keys")
     return keys
+
+
+class JsonlInput:
+    """A local JSONL file as records, read as they are used: a batch of a million lines
+    never sits in memory as parsed objects. Iterating yields the records in line order
+    (each pass re-reads the file); a file without a JSON line is an :class:`InputError`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        count = 0
+        for record in read_jsonl(self.path):
+            count += 1
+            yield record
+        if count == 0:
+            raise InputError(f"no relation records in {self.path}: the file has no JSON lines")
+
+
+async def stream_input(
+    path: Path | str, storage_options: Mapping[str, Any] | None = None
+) -> Iterable[RawRecord]:
+    """As :func:`read_input`, but a local JSONL file streams (see :class:`JsonlInput`)."""
+    local = local_path(path)
+    if local is not None and local.is_file() and local.suffix.lower() != ".parquet":
+        return JsonlInput(local)
+    return await read_input(path, storage_options)
 
 
 async def read_input(

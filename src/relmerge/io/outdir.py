@@ -11,7 +11,7 @@ the new run does not produce are removed at the end.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -22,15 +22,37 @@ from relmerge.io.write import RESULT_FILE
 from relmerge.stores.base import ObjectStore
 
 
+class Fingerprint:
+    """sha256 over every input record and the settings that determine the outputs.
+
+    :meth:`records` passes the records through while hashing them, so a streamed input is
+    read once; :meth:`hexdigest` is known once they have all gone by.
+    """
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def records(self, raws: Iterable[RawRecord]) -> Iterator[RawRecord]:
+        for raw in raws:
+            self._digest.update(raw.origin.encode())
+            self._digest.update(
+                orjson.dumps(raw.data if raw.error is None else raw.text, default=str)
+            )
+            yield raw
+
+    def hexdigest(self, *parts: Any) -> str:
+        digest = self._digest.copy()
+        for part in parts:
+            digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS, default=str))
+        return digest.hexdigest()
+
+
 def fingerprint(raws: Iterable[RawRecord], *parts: Any) -> str:
-    """sha256 over every input record and the settings that determine the outputs."""
-    digest = hashlib.sha256()
-    for raw in raws:
-        digest.update(raw.origin.encode())
-        digest.update(orjson.dumps(raw.data if raw.error is None else raw.text, default=str))
-    for part in parts:
-        digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS, default=str))
-    return digest.hexdigest()
+    """The :class:`Fingerprint` of a batch already in hand."""
+    hashed = Fingerprint()
+    for _ in hashed.records(raws):
+        pass
+    return hashed.hexdigest(*parts)
 
 
 RUN_MARKER = ".relmerge/run.json"

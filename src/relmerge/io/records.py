@@ -70,34 +70,44 @@ def describe_validation_error(error: ValidationError) -> str:
     return "; ".join(problems)
 
 
+class RecordChecker:
+    """Validates records one at a time, in input order, so input can stream through:
+    a repeated ``relation_id`` rejects the later record."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+
+    def check(self, raw: RawRecord) -> ExtractedRelation | Rejected:
+        if raw.data is _MISSING:
+            return Rejected(raw.origin, raw.error or "unreadable record", raw.text)
+        if not isinstance(raw.data, dict):
+            reason = f"a relation must be a JSON object, not {json_type_name(raw.data)}"
+            return Rejected(raw.origin, reason, raw.data)
+        try:
+            relation = ExtractedRelation.model_validate(raw.data)
+        except ValidationError as error:
+            return Rejected(raw.origin, describe_validation_error(error), raw.data)
+        key_problem = _output_key_problem(relation.relation_id)
+        if key_problem is not None:
+            return Rejected(raw.origin, key_problem, raw.data)
+        if relation.relation_id in self.seen:
+            reason = f"duplicate relation_id {relation.relation_id!r} (an earlier record has it)"
+            return Rejected(raw.origin, reason, raw.data)
+        self.seen.add(relation.relation_id)
+        return relation
+
+
 def validate_records(raws: Iterable[RawRecord]) -> tuple[list[ExtractedRelation], list[Rejected]]:
     """Validate in input order; a repeated ``relation_id`` rejects the later record."""
     relations: list[ExtractedRelation] = []
     rejected: list[Rejected] = []
-    seen: set[str] = set()
+    checker = RecordChecker()
     for raw in raws:
-        if raw.data is _MISSING:
-            rejected.append(Rejected(raw.origin, raw.error or "unreadable record", raw.text))
-            continue
-        if not isinstance(raw.data, dict):
-            reason = f"a relation must be a JSON object, not {json_type_name(raw.data)}"
-            rejected.append(Rejected(raw.origin, reason, raw.data))
-            continue
-        try:
-            relation = ExtractedRelation.model_validate(raw.data)
-        except ValidationError as error:
-            rejected.append(Rejected(raw.origin, describe_validation_error(error), raw.data))
-            continue
-        key_problem = _output_key_problem(relation.relation_id)
-        if key_problem is not None:
-            rejected.append(Rejected(raw.origin, key_problem, raw.data))
-            continue
-        if relation.relation_id in seen:
-            reason = f"duplicate relation_id {relation.relation_id!r} (an earlier record has it)"
-            rejected.append(Rejected(raw.origin, reason, raw.data))
-            continue
-        seen.add(relation.relation_id)
-        relations.append(relation)
+        checked = checker.check(raw)
+        if isinstance(checked, Rejected):
+            rejected.append(checked)
+        else:
+            relations.append(checked)
     return relations, rejected
 
 

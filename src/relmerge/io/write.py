@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from relmerge.model import Decision, ExtractedRelation
+from relmerge.model import ExtractedRelation
 from relmerge.stores.base import ObjectStore
 
 RESULT_FILE = "deduplicate_relations_result.json"
@@ -51,10 +51,6 @@ async def write_relations(
                 await store.put(key, data)
         on_written(len(chunk))
     return keys
-
-
-async def write_decisions(store: ObjectStore, key: str, decisions: Sequence[Decision]) -> None:
-    await store.put(key, jsonl(decision.model_dump(mode="json") for decision in decisions))
 
 
 async def write_manifest(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -27,33 +28,57 @@ class EmbeddingModel(Protocol):
 
 
 def l2_normalise(vectors: npt.NDArray[np.floating]) -> Vectors:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    """Rows scaled to length 1. A float32 matrix is scaled in place (callers pass a fresh
+    one): a copy of every vector of a large batch is memory the run does not have."""
+    matrix: Vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    normalised: Vectors = (vectors / norms).astype(np.float32)
-    return normalised
+    matrix /= norms
+    return matrix
 
 
 class CachedEmbedder:
-    """Wraps an embedder so that the same text is never embedded twice (per instance)."""
+    """Wraps an embedder so that a text seen recently is not embedded again.
 
-    def __init__(self, inner: EmbeddingModel) -> None:
+    Keeps the vectors of the last ``max_texts`` distinct texts (least recently used go
+    first): a run decides its blocks a chunk at a time and each chunk embeds its distinct
+    texts once, so the cache only has to bridge chunks (relation names, entity names);
+    holding every vector of a million-record batch here was most of the run's memory.
+    """
+
+    def __init__(self, inner: EmbeddingModel, max_texts: int = 100_000) -> None:
         self.inner = inner
         self.name = inner.name
-        self._cache: dict[str, npt.NDArray[np.float32]] = {}
+        self.max_texts = max_texts
+        self._cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
         self.embedded_texts = 0
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        fresh: dict[str, npt.NDArray[np.float32]] = {}
         if missing:
             vectors = await self.inner.embed(missing)
             self.embedded_texts += len(missing)
-            for text, vector in zip(missing, vectors, strict=True):
-                self._cache[text] = vector
             if len(missing) == len(texts):  # all new and distinct: no second copy
+                self._remember(missing, list(vectors))
                 return vectors
+            fresh = dict(zip(missing, vectors, strict=True))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([self._cache[t] for t in texts])
+        stacked = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
+        for text in texts:
+            if text in self._cache:
+                self._cache.move_to_end(text)
+        self._remember(list(fresh), list(fresh.values()))
+        return stacked
+
+    def _remember(self, texts: Sequence[str], vectors: Sequence[npt.NDArray[np.float32]]) -> None:
+        """Keep copies of the rows (a view would keep the whole batch's matrix alive)."""
+        start = max(0, len(texts) - self.max_texts)
+        for text, vector in zip(texts[start:], vectors[start:], strict=True):
+            self._cache[text] = np.array(vector, dtype=np.float32)
+        while len(self._cache) > self.max_texts:
+            self._cache.popitem(last=False)
 
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")

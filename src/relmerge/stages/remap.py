@@ -66,6 +66,39 @@ class RemapOutcome:
     remapped_count: int = 0
 
 
+def self_loop_issue(relation: ExtractedRelation, canonical: str) -> StepIssue:
+    """The issue of a relation kept unmerged because both endpoints map to ``canonical``."""
+    return StepIssue(
+        subject=IssueSubject(type="relation", id=relation.relation_id),
+        code="self_loop_after_entity_mapping",
+        severity="warning",
+        message=(
+            f"entity mapping sends both endpoints ({relation.source_entity_id}, "
+            f"{relation.target_entity_id}) to {canonical}"
+        ),
+        resolution=IssueResolution(
+            action="kept_original_record",
+            outcome="The relation was not deduplicated and keeps its endpoint ids.",
+        ),
+    )
+
+
+def remap_relation(
+    relation: ExtractedRelation, mapping: Mapping[str, str]
+) -> tuple[ExtractedRelation, str | None]:
+    """``(relation with canonical endpoints, None)``, or ``(relation, canonical id)`` when
+    both endpoints map to one entity (the relation is then kept as it is)."""
+    source = mapping.get(relation.source_entity_id, relation.source_entity_id)
+    target = mapping.get(relation.target_entity_id, relation.target_entity_id)
+    if source == target:
+        return relation, source
+    if (source, target) != (relation.source_entity_id, relation.target_entity_id):
+        relation = relation.model_copy(
+            update={"source_entity_id": source, "target_entity_id": target}
+        )
+    return relation, None
+
+
 def remap_endpoints(
     relations: Sequence[ExtractedRelation], mapping: Mapping[str, str]
 ) -> RemapOutcome:
@@ -73,30 +106,11 @@ def remap_endpoints(
     original endpoint ids, and reported (``self_loop_after_entity_mapping``)."""
     outcome = RemapOutcome()
     for index, relation in enumerate(relations):
-        source = mapping.get(relation.source_entity_id, relation.source_entity_id)
-        target = mapping.get(relation.target_entity_id, relation.target_entity_id)
-        if source == target:
+        mapped, self_loop = remap_relation(relation, mapping)
+        if self_loop is not None:
             outcome.passthrough.append((index, relation))
-            outcome.issues.append(
-                StepIssue(
-                    subject=IssueSubject(type="relation", id=relation.relation_id),
-                    code="self_loop_after_entity_mapping",
-                    severity="warning",
-                    message=(
-                        f"entity mapping sends both endpoints ({relation.source_entity_id}, "
-                        f"{relation.target_entity_id}) to {source}"
-                    ),
-                    resolution=IssueResolution(
-                        action="kept_original_record",
-                        outcome="The relation was not deduplicated and keeps its endpoint ids.",
-                    ),
-                )
-            )
+            outcome.issues.append(self_loop_issue(relation, self_loop))
             continue
-        if (source, target) != (relation.source_entity_id, relation.target_entity_id):
-            outcome.remapped_count += 1
-            relation = relation.model_copy(
-                update={"source_entity_id": source, "target_entity_id": target}
-            )
-        outcome.mapped.append((index, relation))
+        outcome.remapped_count += mapped is not relation
+        outcome.mapped.append((index, mapped))
     return outcome

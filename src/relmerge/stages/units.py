@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from relmerge.ids import dedup_chunk_id, merged_relation_id
 from relmerge.model import ExtractedRelation
+
+
+class Originals(Protocol):
+    """The input records by input index: the whole batch (a list) or a chunk (a dict)."""
+
+    def __getitem__(self, index: int, /) -> ExtractedRelation: ...
 
 
 @dataclass(frozen=True)
@@ -28,7 +34,7 @@ class Unit:
 
 def merge_units(
     units: Sequence[Unit],
-    originals: Sequence[ExtractedRelation],
+    originals: Originals,
     fields: dict[str, Any],
     lead: Unit | None = None,
 ) -> Unit:
@@ -66,6 +72,6 @@ def merge_units(
     return Unit(merged, members)
 
 
-def member_ids(units: Iterable[Unit], originals: Sequence[ExtractedRelation]) -> list[str]:
+def member_ids(units: Iterable[Unit], originals: Originals) -> list[str]:
     """Original input ids behind ``units``, in input order."""
     return [originals[i].relation_id for i in sorted(i for u in units for i in u.members)]

@@ -17,7 +17,7 @@ from itertools import combinations
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.model import Decision, ExtractedRelation
+from relmerge.model import Decision
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.base import LanguageModel
 from relmerge.review.memory import AnswerMemory, pair_key
@@ -26,7 +26,7 @@ from relmerge.stages.semantic.clarify import clarification
 from relmerge.stages.semantic.clustering import ConstrainedClusters
 from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
 from relmerge.stages.semantic.tiers import PairDecision, Verdict
-from relmerge.stages.units import Unit, member_ids
+from relmerge.stages.units import Originals, Unit, member_ids
 
 
 def _shape(batch: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
@@ -63,7 +63,7 @@ class BlockDecider:
         self,
         config: DeduplicateRelationsConfig,
         llm: LanguageModel,
-        originals: Sequence[ExtractedRelation],
+        originals: Originals,
         limit: asyncio.Semaphore,
         memory: AnswerMemory | None = None,
     ) -> None:

@@ -11,6 +11,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from relmerge.normalize import normalize_key_text
 
@@ -39,7 +40,11 @@ class TermSet:
         self._any = re.compile(joined) if joined else None
 
     def any_in(self, text: str) -> bool:
-        return bool(self._any and self._any.search(text))
+        # A term can only match where its literal text occurs: the substring test is
+        # exact as a filter and far cheaper than the regex, which most texts never need.
+        if self._any is None or not any(term in text for term in self.terms):
+            return False
+        return bool(self._any.search(text))
 
     def found(self, text: str) -> set[str]:
         if not self.any_in(text):
@@ -58,6 +63,8 @@ class Lexicon:
     ordinals: dict[str, int] = field(default_factory=dict)
     # Normalised names that only say "some relation" (GraphRAG and LightRAG write no name).
     generic: frozenset[str] = frozenset()
+    # What each relation name (normalised) says by itself: names repeat across a batch.
+    name_cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _pairs(raw: list[list[str]]) -> list[tuple[TermSet, TermSet]]:

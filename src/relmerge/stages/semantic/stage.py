@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any, overload
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine
-from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
+from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
@@ -21,9 +21,9 @@ from relmerge.stages.semantic.block import BlockDecider, BlockResult, cluster_le
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.features import RelationFeatures, relation_features
 from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
-from relmerge.stages.semantic.neighbours import possible_entity_duplicates
+from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.text import UnitVectors, embed_units, embedding_text
-from relmerge.stages.units import Unit, merge_units
+from relmerge.stages.units import Originals, Unit, merge_units
 
 Pair = frozenset[tuple[int, ...]]
 
@@ -47,15 +47,7 @@ def _lexicon(config: DeduplicateRelationsConfig) -> Lexicon:
     if not config.symmetric_relations:
         return lexicon
     extra = TermSet([*lexicon.symmetric.terms, *config.symmetric_relations])
-    return Lexicon(
-        extra,
-        lexicon.negation,
-        lexicon.opposites,
-        lexicon.inverse,
-        lexicon.passive,
-        lexicon.roles,
-        lexicon.ordinals,
-    )
+    return replace(lexicon, symmetric=extra, name_cache={})
 
 
 def _deterministic_fields(units: Sequence[Unit], lead: Unit) -> dict[str, Any]:
@@ -103,14 +95,17 @@ class SemanticStage:
         config: DeduplicateRelationsConfig,
         llm: LanguageModel,
         embedder: EmbeddingModel,
-        originals: Sequence[ExtractedRelation],
+        originals: Originals,
         entities: Mapping[str, EntityContext] | None = None,
         known_distinct: set[Pair] | None = None,
         on_block_done: Callable[[int], None] = lambda n: None,
         memory: AnswerMemory | None = None,
         engine: BlockEngine | None = None,
+        report: EntityReport | None = None,
     ) -> None:
-        """``engine`` decides the blocks (default: :class:`LocalEngine`, this process)."""
+        """``engine`` decides the blocks (default: :class:`LocalEngine`, this process);
+        ``report`` collects the units for the cross-block entity report (run after all
+        chunks of blocks)."""
         self.config = config
         self.llm = llm
         self.embedder = embedder
@@ -120,6 +115,7 @@ class SemanticStage:
         self.on_block_done = on_block_done
         self.lexicon = _lexicon(config)
         self.engine: BlockEngine = engine or LocalEngine()
+        self.report = report
         self._decider = BlockDecider(
             config, llm, originals, asyncio.Semaphore(config.concurrency), memory
         )
@@ -156,15 +152,8 @@ class SemanticStage:
             final.extend(self._apply(units, members, result, outcome, symmetric))
         outcome.units = sorted(final, key=lambda unit: unit.first)
         outcome.merge_count = len(units) - len(outcome.units)
-        outcome.issues.extend(
-            await possible_entity_duplicates(
-                units,
-                vectors,
-                self.embedder,
-                self.config.similarity_threshold,
-                self.config.entity_report_limit,
-            )
-        )
+        if self.report is not None:
+            self.report.add(units, vectors)
         for decision in outcome.decisions:
             outcome.tier_counts[decision.tier] = outcome.tier_counts.get(decision.tier, 0) + 1
         return outcome

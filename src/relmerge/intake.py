@@ -1,0 +1,162 @@
+"""Intake: records stream in once, are checked and remapped, and wait for their chunk.
+
+A run never needs the whole batch in memory at once: blocks (canonical endpoint pairs)
+are independent, so the pipeline decides them a chunk of blocks at a time. Intake keeps
+what every chunk shares — input ids, rejected records, issues — and parks the relations
+in a :class:`RelationSpool`: in memory while the batch fits in one chunk, else in a
+temporary file. :func:`plan_chunks` then cuts the batch into chunks of whole blocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import IO
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from relmerge.io.records import RawRecord, RecordChecker, Rejected
+from relmerge.model import ExtractedRelation, StepIssue
+from relmerge.stages.remap import remap_relation, self_loop_issue
+
+Indices = npt.NDArray[np.int64]
+
+
+class RelationSpool:
+    """Relations by input index: a dict until ``limit`` of them, then a temporary file.
+
+    On disk each relation is one compact JSON object (already validated and remapped, so
+    it is read back without validating again); only offsets stay in memory.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._memory: dict[int, ExtractedRelation] = {}
+        self._file: IO[bytes] | None = None
+        self._where: dict[int, tuple[int, int]] = {}
+        self._size = 0
+
+    @property
+    def on_disk(self) -> bool:
+        return self._file is not None
+
+    def add(self, index: int, relation: ExtractedRelation) -> None:
+        if self._file is None:
+            self._memory[index] = relation
+            if len(self._memory) > self.limit:
+                self._spill()
+            return
+        self._append(index, relation)
+
+    def _spill(self) -> None:
+        self._file = tempfile.TemporaryFile(prefix="relmerge-spool-")  # noqa: SIM115 (closed by close())
+        for index, relation in self._memory.items():
+            self._append(index, relation)
+        self._memory = {}
+
+    def _append(self, index: int, relation: ExtractedRelation) -> None:
+        assert self._file is not None
+        data = relation.to_json()
+        self._file.write(data)
+        self._where[index] = (self._size, len(data))
+        self._size += len(data)
+
+    def load(self, indices: Iterable[int]) -> dict[int, ExtractedRelation]:
+        """The relations of ``indices`` (a chunk), in the order given."""
+        if self._file is None:
+            return {index: self._memory[index] for index in indices}
+        self._file.flush()
+        descriptor = self._file.fileno()
+        loaded = {}
+        for index in indices:
+            offset, length = self._where[index]
+            fields = orjson.loads(os.pread(descriptor, length, offset))
+            loaded[index] = ExtractedRelation.model_construct(**fields)
+        return loaded
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._memory = {}
+
+
+def block_hash(relation: ExtractedRelation) -> int:
+    """A stable 63-bit hash of the relation's unordered endpoint pair (its block):
+    the same in every process and run, so chunks, and the order of the logs, are too."""
+    ends = sorted((relation.source_entity_id, relation.target_entity_id))
+    digest = hashlib.blake2b("\x00".join(ends).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+@dataclass
+class Intake:
+    """Everything about the batch that outlives a chunk."""
+
+    spool: RelationSpool
+    ids: list[str] = field(default_factory=list)  # valid relations' ids, input order
+    rejected: list[Rejected] = field(default_factory=list)
+    passthrough: list[tuple[int, ExtractedRelation]] = field(default_factory=list)
+    issues: list[StepIssue] = field(default_factory=list)
+    record_count: int = 0
+    remapped_count: int = 0
+    mapped: array[int] = field(default_factory=lambda: array("q"))  # indices in blocks
+    hashes: array[int] = field(default_factory=lambda: array("q"))  # their block hashes
+
+
+def take_in(
+    raws: Iterable[RawRecord], mapping: Mapping[str, str], records_per_chunk: int
+) -> Intake:
+    """Read ``raws`` once: check, remap and park each record (see the module docstring)."""
+    intake = Intake(RelationSpool(records_per_chunk))
+    checker = RecordChecker()
+    for raw in raws:
+        intake.record_count += 1
+        checked = checker.check(raw)
+        if isinstance(checked, Rejected):
+            intake.rejected.append(checked)
+            continue
+        index = len(intake.ids)
+        intake.ids.append(checked.relation_id)
+        relation, self_loop = remap_relation(checked, mapping)
+        if self_loop is not None:
+            intake.passthrough.append((index, checked))
+            intake.issues.append(self_loop_issue(checked, self_loop))
+            continue
+        intake.remapped_count += relation is not checked
+        intake.mapped.append(index)
+        intake.hashes.append(block_hash(relation))
+        intake.spool.add(index, relation)
+    return intake
+
+
+def plan_chunks(intake: Intake, records_per_chunk: int) -> list[Indices]:
+    """Input indices per chunk, each chunk whole blocks of about ``records_per_chunk``
+    records (a larger block is a chunk of its own), in input order inside a chunk.
+
+    A batch that fits is one chunk in input order: the run is then exactly the
+    whole-batch run. Larger batches take blocks in hash order, so a chunk holds blocks
+    from all over the input and chunks come out about the same size.
+    """
+    indices = np.frombuffer(intake.mapped, dtype=np.int64) if intake.mapped else np.zeros(0)
+    indices = indices.astype(np.int64)
+    if len(indices) <= records_per_chunk:
+        return [indices] if len(indices) else []
+    hashes = np.frombuffer(intake.hashes, dtype=np.int64)
+    order = np.lexsort((indices, hashes))
+    sorted_hashes = hashes[order]
+    starts = np.flatnonzero(np.diff(sorted_hashes)) + 1  # where each later block starts
+    chunks: list[Indices] = []
+    begin = 0
+    for start in starts.tolist():
+        if start - begin >= records_per_chunk:
+            chunks.append(np.sort(indices[order[begin:start]]))
+            begin = start
+    chunks.append(np.sort(indices[order[begin:]]))
+    return chunks

@@ -1,0 +1,107 @@
+"""A batch decided a chunk of blocks at a time gives the whole-batch result.
+
+Blocks are independent, so cutting the dev set into many chunks (and parking records in
+the temporary spool file between them) must change nothing a user sees: the same output
+relations, id mapping, counts, issues, decisions and clarifications (logs may list them
+in another order).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.eval.gold import load_gold
+from relmerge.io.load import read_entities, read_entity_mapping, read_input
+from relmerge.pipeline import RunOutput, run_pipeline
+from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
+from relmerge.providers.gold import GoldJudge
+from relmerge.stores.memory import MemoryStore
+
+DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
+needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
+
+SAME_KEYS = (
+    "input_record_count",
+    "input_relation_count",
+    "output_relation_count",
+    "exact_merge_count",
+    "semantic_merge_count",
+    "failed_group_count",
+    "llm_needed_pair_count",
+    "clarification_count",
+    "blocking",
+    "decisions_by_tier",
+    "llm_requests",
+    "tokens",
+)
+
+
+async def _run(llm: LanguageModel, records_per_chunk: int) -> tuple[RunOutput, MemoryStore]:
+    store = MemoryStore()
+    output = await run_pipeline(
+        await read_input(DEV / "relations.jsonl"),
+        read_entity_mapping(DEV / "entity_id_mapping.json"),
+        DeduplicateRelationsConfig(records_per_chunk=records_per_chunk),
+        llm,
+        store,
+        embedder=CachedEmbedder(HashEmbedder()),
+        entities=read_entities(DEV / "entities.jsonl"),
+    )
+    return output, store
+
+
+def _lines(store: MemoryStore, key: str) -> Counter[bytes]:
+    return Counter(store.objects[key].splitlines())
+
+
+def _issues(output: RunOutput) -> Counter[bytes]:
+    return Counter(
+        orjson.dumps(issue, option=orjson.OPT_SORT_KEYS) for issue in output.result["issues"]
+    )
+
+
+def _assert_same(
+    whole: tuple[RunOutput, MemoryStore], chunked: tuple[RunOutput, MemoryStore]
+) -> None:
+    (a, store_a), (b, store_b) = whole, chunked
+    assert a.result["chunk_count"] == 1
+    assert b.result["chunk_count"] > 5
+    assert a.relation_id_mapping == b.relation_id_mapping
+    assert list(a.relation_id_mapping) == list(b.relation_id_mapping)  # input order
+    assert a.relations == b.relations  # same relations, in the same (input) order
+    assert a.relation_keys == b.relation_keys
+    relation_files = {k: v for k, v in store_a.objects.items() if k.startswith("deduplicated_")}
+    assert relation_files == {
+        k: v for k, v in store_b.objects.items() if k.startswith("deduplicated_")
+    }
+    for key in SAME_KEYS:
+        assert a.result[key] == b.result[key], key
+    assert _issues(a) == _issues(b)
+    for log in ("decisions.jsonl", "clarifications.jsonl", "rejected.jsonl"):
+        assert _lines(store_a, log) == _lines(store_b, log), log
+
+
+@needs_dev
+async def test_rules_only_chunks_give_the_whole_batch_result() -> None:
+    whole = await _run(NoLanguageModel(), 100_000)
+    chunked = await _run(NoLanguageModel(), 40)
+    assert whole[0].result["semantic_merge_count"] > 0
+    assert whole[0].result["clarification_count"] > 0
+    codes = {issue["code"] for issue in whole[0].result["issues"]}
+    assert "possible_entity_duplicate" in codes  # the cross-block report spans chunks
+    _assert_same(whole, chunked)
+
+
+@needs_dev
+async def test_llm_judged_chunks_give_the_whole_batch_result() -> None:
+    gold = load_gold(DEV / "gold.jsonl")
+    whole = await _run(GoldJudge(gold, error_rate=0.2), 100_000)
+    chunked = await _run(GoldJudge(gold, error_rate=0.2), 40)
+    assert whole[0].result["llm_requests"] > 0
+    _assert_same(whole, chunked)
