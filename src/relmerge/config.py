@@ -127,7 +127,7 @@ class DeduplicateRelationsConfig(BaseModel):
         200, ge=0, description="Relations per entity compared for possible entity duplicates."
     )
     records_per_chunk: int = Field(
-        100_000,
+        50_000,
         ge=1,
         description="Records decided together: a larger batch is cut into chunks of whole "
         "blocks and held in a temporary file meanwhile, so memory stays bounded.",

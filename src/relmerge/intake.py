@@ -39,7 +39,9 @@ class RelationSpool:
         self.limit = limit
         self._memory: dict[int, ExtractedRelation] = {}
         self._file: IO[bytes] | None = None
-        self._where: dict[int, tuple[int, int]] = {}
+        # Where each index's bytes start, and end, in the file (-1: no such index).
+        self._starts: array[int] = array("q")
+        self._ends: array[int] = array("q")
         self._size = 0
 
     @property
@@ -64,8 +66,13 @@ class RelationSpool:
         assert self._file is not None
         data = relation.to_json()
         self._file.write(data)
-        self._where[index] = (self._size, len(data))
+        missing = index + 1 - len(self._starts)
+        if missing > 0:
+            self._starts.extend([-1] * missing)
+            self._ends.extend([-1] * missing)
+        self._starts[index] = self._size
         self._size += len(data)
+        self._ends[index] = self._size
 
     def load(self, indices: Iterable[int]) -> dict[int, ExtractedRelation]:
         """The relations of ``indices`` (a chunk), in the order given."""
@@ -75,8 +82,8 @@ class RelationSpool:
         descriptor = self._file.fileno()
         loaded = {}
         for index in indices:
-            offset, length = self._where[index]
-            fields = orjson.loads(os.pread(descriptor, length, offset))
+            start = self._starts[index]
+            fields = orjson.loads(os.pread(descriptor, self._ends[index] - start, start))
             loaded[index] = ExtractedRelation.model_construct(**fields)
         return loaded
 

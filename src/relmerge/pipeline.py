@@ -11,7 +11,9 @@ import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
+
+import orjson
 
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
@@ -21,7 +23,7 @@ from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected, validate_records
 from relmerge.io.spool import JsonLines
-from relmerge.io.write import jsonl, relation_key, write_relations
+from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
@@ -45,11 +47,44 @@ NO_EMBEDDER = (
 )
 
 
+class OutputRelations(Sequence[ExtractedRelation]):
+    """The output relations, in order, kept as their JSON bytes (as written to the store):
+    a third of the memory of the objects at scale. Items are parsed when read."""
+
+    def __init__(self, encoded: Sequence[bytes]) -> None:
+        self._encoded = encoded
+
+    def __len__(self) -> int:
+        return len(self._encoded)
+
+    @overload
+    def __getitem__(self, index: int) -> ExtractedRelation: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ExtractedRelation]: ...
+
+    def __getitem__(self, index: int | slice) -> ExtractedRelation | list[ExtractedRelation]:
+        if isinstance(index, slice):
+            return [_parse(data) for data in self._encoded[index]]
+        return _parse(self._encoded[index])
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OutputRelations):
+            return list(self._encoded) == list(other._encoded)
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _parse(data: bytes) -> ExtractedRelation:
+    return ExtractedRelation.model_construct(**orjson.loads(data))
+
+
 @dataclass(repr=False)
 class RunOutput:
     """Everything a run produced; the step turns it into artifacts, the CLI into files."""
 
-    relations: list[ExtractedRelation]
+    relations: Sequence[ExtractedRelation]
     relation_keys: list[str]
     relation_id_mapping: dict[str, str]
     result: dict[str, Any]
@@ -286,10 +321,20 @@ async def _deduplicate(
     tally = _Tally()
     exact_issues: list[StepIssue] = []
     semantic_issues: list[StepIssue] = []
-    outputs: list[Unit] = [Unit(relation, (index,)) for index, relation in intake.passthrough]
+    prefix = config.deduplicated_relations_prefix
+    outputs: list[tuple[int, str, bytes]] = []  # (first member, key, JSON) per output
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
-    for index, relation in intake.passthrough:
-        output_of[index] = relation.relation_id
+
+    async def write(units: list[Unit]) -> None:
+        files = []
+        for unit in units:
+            relation_id = unit.relation.relation_id
+            files.append((relation_key(prefix, relation_id), unit.relation.to_json()))
+            outputs.append((unit.first, *files[-1]))
+            for index in unit.members:
+                output_of[index] = relation_id
+        await write_files(store, files, lambda n: progress.advance("write", n))
+
     chunks = plan_chunks(intake, config.records_per_chunk)
     progress.start("exact", None)
     if semantic_on:
@@ -336,24 +381,9 @@ async def _deduplicate(
             return free_merged_ids(final, originals, taken)
 
         for chunk in chunks:
-            final = await decide(chunk.tolist())
-            await write_relations(
-                store,
-                config.deduplicated_relations_prefix,
-                [unit.relation for unit in final],
-                lambda n: progress.advance("write", n),
-            )
-            for unit in final:
-                for index in unit.members:
-                    output_of[index] = unit.relation.relation_id
-            outputs.extend(final)
+            await write(await decide(chunk.tolist()))
             clock.lap("write")
-        await write_relations(
-            store,
-            config.deduplicated_relations_prefix,
-            [relation for _, relation in intake.passthrough],
-            lambda n: progress.advance("write", n),
-        )
+        await write([Unit(relation, (index,)) for index, relation in intake.passthrough])
         issues = [*intake.issues, *exact_issues, *semantic_issues]
         if report is not None and embedder is not None:
             issues.extend(await report.issues(embedder))
@@ -365,14 +395,15 @@ async def _deduplicate(
     if semantic_on:
         progress.finish("semantic")
 
-    outputs.sort(key=lambda unit: unit.first)
-    relations = [unit.relation for unit in outputs]
-    if len({relation.relation_id for relation in relations}) != len(relations):
+    outputs.sort(key=lambda output: output[0])
+    keys = [key for _, key, _ in outputs]
+    relations = OutputRelations([data for _, _, data in outputs])
+    outputs.clear()
+    if len(set(keys)) != len(keys):
         raise AssertionError("two output relations share an id")  # an internal bug, never input
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
-    keys = [relation_key(config.deduplicated_relations_prefix, r.relation_id) for r in relations]
     if config.decisions_key:
         await logs.exact.put(store, config.decisions_key, logs.semantic)
     if config.clarifications_key:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from relmerge.errors import InvalidKeyError, StoreError
+from relmerge.io.spool import JsonLines
 from relmerge.stores import FsspecStore, LocalStore, MemoryStore, ObjectStore, validate_key
 from tests.stores.conftest import Bucket
 
@@ -46,6 +47,21 @@ async def test_put_get_exists_list_delete(store: ObjectStore) -> None:
     assert not await store.exists("other.json")
     with pytest.raises(StoreError):
         await store.get("other.json")
+
+
+async def test_a_log_is_stored_in_parts_with_the_same_bytes(store: ObjectStore) -> None:
+    log = JsonLines()
+    log.extend({"n": i, "text": "上海" * (i % 7)} for i in range(30_000))
+    tail = JsonLines()
+    tail.extend([{"last": True}])
+    await log.put(store, "decisions.jsonl", tail)
+    stored = await store.get("decisions.jsonl")
+    lines = stored.splitlines()
+    assert len(lines) == 30_001 and lines[-1] == b'{"last":true}'
+    assert lines[12] == '{"n":12,"text":"上海上海上海上海上海"}'.encode()
+    assert stored == b"".join(log.parts(1000)) + b'{"last":true}\n'
+    log.close()
+    tail.close()
 
 
 @pytest.mark.parametrize(

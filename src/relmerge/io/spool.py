@@ -8,7 +8,7 @@ made and reach the store in one piece when the run is done.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -28,16 +28,23 @@ class JsonLines:
             self._file.write(orjson.dumps(item) + b"\n")
             self.count += 1
 
-    def read(self) -> bytes:
+    def parts(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The lines written so far, in pieces of about ``size`` bytes."""
         self._file.flush()
         self._file.seek(0)
-        data = self._file.read()
+        while piece := self._file.read(size):
+            yield piece
         self._file.seek(0, 2)
-        return data
 
     async def put(self, store: ObjectStore, key: str, *more: JsonLines) -> None:
-        """Store these lines, then those of ``more``, under ``key``."""
-        await store.put(key, b"".join(part.read() for part in (self, *more)))
+        """Store these lines, then those of ``more``, under ``key``; streamed where the
+        store can take an object in parts (the local disk, fsspec URLs)."""
+        parts = (piece for log in (self, *more) for piece in log.parts())
+        put_parts = getattr(store, "put_parts", None)
+        if put_parts is not None:
+            await put_parts(key, parts)
+        else:
+            await store.put(key, b"".join(parts))
 
     def close(self) -> None:
         self._file.close()

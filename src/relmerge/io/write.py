@@ -34,23 +34,28 @@ async def write_relations(
     relations: Sequence[ExtractedRelation],
     on_written: Callable[[int], None] = lambda n: None,
 ) -> list[str]:
-    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order.
+    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order."""
+    files = [(relation_key(prefix, r.relation_id), r.to_json()) for r in relations]
+    await write_files(store, files, on_written)
+    return [key for key, _ in files]
 
-    Stores with a ``put_many`` (the local disk) get the files in chunks, written in parallel.
-    """
-    keys = [relation_key(prefix, relation.relation_id) for relation in relations]
+
+async def write_files(
+    store: ObjectStore,
+    files: Sequence[tuple[str, bytes]],
+    on_written: Callable[[int], None] = lambda n: None,
+) -> None:
+    """Put ``(key, bytes)`` files; stores with a ``put_many`` (the local disk) get them in
+    chunks, written in parallel."""
     put_many = getattr(store, "put_many", None)
-    for start in range(0, len(relations), _CHUNK):
-        chunk = [
-            (keys[i], relations[i].to_json()) for i in range(start, min(start + _CHUNK, len(keys)))
-        ]
+    for start in range(0, len(files), _CHUNK):
+        chunk = files[start : start + _CHUNK]
         if put_many is not None:
             await put_many(chunk)
         else:
             for key, data in chunk:
                 await store.put(key, data)
         on_written(len(chunk))
-    return keys
 
 
 async def write_manifest(

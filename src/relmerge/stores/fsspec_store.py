@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from relmerge.errors import StoreError
@@ -164,6 +164,24 @@ class FsspecStore:
         path = self.path_of(key)
         try:
             await self._call("pipe_file", path, bytes(data))
+        except FileNotFoundError as error:
+            missing = await self._missing_bucket()
+            raise missing or self._failure("write", key, error) from None
+        except Exception as error:
+            raise self._failure("write", key, error) from None
+
+    async def put_parts(self, key: str, parts: Iterable[bytes]) -> None:
+        """Write one object from ``parts`` as they come (multipart upload on S3): a large
+        log never sits in memory whole. The object appears when it is complete."""
+        path = self.path_of(key)
+
+        def write() -> None:
+            with self.fs.open(path, "wb") as handle:
+                for part in parts:
+                    handle.write(part)
+
+        try:
+            await asyncio.to_thread(write)
         except FileNotFoundError as error:
             missing = await self._missing_bucket()
             raise missing or self._failure("write", key, error) from None

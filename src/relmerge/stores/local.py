@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,7 +53,12 @@ class LocalStore:
             for future in [pool.submit(self._write, key, data) for key, data in items]:
                 future.result()
 
-    def _write(self, key: str, data: bytes) -> None:
+    async def put_parts(self, key: str, parts: Iterable[bytes]) -> None:
+        """Write one object from ``parts`` as they come (a large log never sits in memory
+        whole); atomic as :meth:`put`."""
+        await asyncio.to_thread(self._write, key, parts)
+
+    def _write(self, key: str, data: bytes | Iterable[bytes]) -> None:
         path = self.path_of(key)
         # One writer per key at a time within a process: pid + a counter make the temp
         # name unique without mkstemp's extra system calls.
@@ -63,7 +69,10 @@ class LocalStore:
                 self._made_dirs.add(path.parent)
             try:
                 with open(tmp, "wb") as handle:
-                    handle.write(data)
+                    if isinstance(data, bytes | bytearray | memoryview):
+                        handle.write(data)
+                    else:
+                        handle.writelines(data)
                 os.replace(tmp, path)
             except BaseException:
                 tmp.unlink(missing_ok=True)
