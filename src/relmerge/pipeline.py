@@ -7,9 +7,11 @@ intake (stream in, validate, remap, park) ─► chunks of whole blocks, for eac
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -37,7 +39,7 @@ from relmerge.stages.exact import ExactOutcome, ExactStage, exact_key
 from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
-from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
+from relmerge.stages.semantic.stage import PreparedUnits, SemanticOutcome, SemanticStage
 from relmerge.stages.units import Originals, Unit
 from relmerge.stores.base import ObjectStore
 
@@ -96,6 +98,9 @@ class RunOutput:
 
 
 class _Clock:
+    """Seconds per stage. Chunks overlap (one is embedded while another is decided), so
+    the stages' seconds can add up to more than the total."""
+
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
         self._start = time.perf_counter()
@@ -103,8 +108,19 @@ class _Clock:
 
     def lap(self, stage: str) -> None:
         now = time.perf_counter()
-        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._last, 4)
+        self._add(stage, now - self._last)
         self._last = now
+
+    @contextmanager
+    def timed(self, stage: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._add(stage, time.perf_counter() - started)
+
+    def _add(self, stage: str, seconds: float) -> None:
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 4)
 
     def total(self) -> dict[str, float]:
         return {**self.seconds, "total": round(time.perf_counter() - self._start, 4)}
@@ -208,6 +224,16 @@ class _Tally:
             self.blocking[key] = combine(self.blocking.get(key, 0), value)
         for tier, count in semantic.tier_counts.items():
             self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+
+@dataclass
+class _Chunk:
+    """A chunk between its preparation and its decisions."""
+
+    originals: dict[int, ExtractedRelation]
+    units: list[Unit]
+    stage: SemanticStage | None = None
+    prepared: PreparedUnits | None = None
 
 
 @dataclass
@@ -340,54 +366,80 @@ async def _deduplicate(
     if semantic_on:
         progress.start("semantic", None)
     progress.start("write", None)
-    clock.lap("remap")
     try:
 
-        async def decide(indices: list[int]) -> list[Unit]:
-            """One chunk's output units; its records and logs are gone when it returns."""
-            originals = intake.spool.load(indices)
-            units = [Unit(originals[i], (i,)) for i in indices]
-            exact = await ExactStage(
-                config,
-                model,
-                originals,
-                lambda n: progress.advance("exact", n),
-                defer_llm=config.semantic_merge,
-            ).run(units)
-            del units
-            tally.add_exact(exact)
-            exact_issues.extend(exact.issues)
-            logs.exact.extend(decision.model_dump(mode="json") for decision in exact.decisions)
-            clock.lap("exact")
-            final = exact.units
-            if semantic_on and embedder is not None:
-                semantic = await SemanticStage(
+        async def prepare(indices: list[int]) -> _Chunk:
+            """Load a chunk, run its exact stage and, with the semantic stage on, embed it:
+            none of this waits for an earlier chunk's decisions (see the loop below)."""
+            with clock.timed("exact"):
+                originals = intake.spool.load(indices)
+                units = [Unit(originals[i], (i,)) for i in indices]
+                exact = await ExactStage(
                     config,
                     model,
-                    embedder,
                     originals,
-                    contexts,
-                    on_block_done=lambda n: progress.advance("semantic", n),
-                    memory=memory,
-                    engine=engine,
-                    report=report,
-                ).run(exact.units)
-                tally.add_semantic(semantic)
-                semantic_issues.extend(semantic.issues)
-                logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
-                logs.clarifications.extend(semantic.clarifications)
-                final = semantic.units
-                clock.lap("semantic")
-            return free_merged_ids(final, originals, taken)
+                    lambda n: progress.advance("exact", n),
+                    defer_llm=config.semantic_merge,
+                ).run(units)
+                del units
+                tally.add_exact(exact)
+                exact_issues.extend(exact.issues)
+                logs.exact.extend(d.model_dump(mode="json") for d in exact.decisions)
+            if not semantic_on or embedder is None:
+                return _Chunk(originals, exact.units)
+            stage = SemanticStage(
+                config,
+                model,
+                embedder,
+                originals,
+                contexts,
+                on_block_done=lambda n: progress.advance("semantic", n),
+                memory=memory,
+                engine=engine,
+                report=report,
+            )
+            with clock.timed("embed"):
+                prepared = await stage.prepare(exact.units)
+            return _Chunk(originals, exact.units, stage, prepared)
 
-        for chunk in chunks:
-            await write(await decide(chunk.tolist()))
-            clock.lap("write")
-        await write([Unit(relation, (index,)) for index, relation in intake.passthrough])
+        async def decide(chunk: _Chunk) -> list[Unit]:
+            """The chunk's output units; its records and logs are gone when it returns."""
+            final = chunk.units
+            if chunk.stage is not None and chunk.prepared is not None:
+                with clock.timed("semantic"):
+                    semantic = await chunk.stage.decide(chunk.prepared)
+                    tally.add_semantic(semantic)
+                    semantic_issues.extend(semantic.issues)
+                    logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
+                    logs.clarifications.extend(semantic.clarifications)
+                    final = semantic.units
+            return free_merged_ids(final, chunk.originals, taken)
+
+        # With the semantic stage on, the next chunk is prepared (mostly embedding, in
+        # threads and the helper process) while this one is decided (mostly Python): both
+        # cores work. Its exact stage asks no LLM then, so the concurrency limit holds.
+        ahead = 1 if semantic_on else 0
+        pending: list[asyncio.Task[_Chunk]] = []
+        try:
+            for number in range(len(chunks)):
+                while len(pending) <= ahead and number + len(pending) < len(chunks):
+                    indices = chunks[number + len(pending)].tolist()
+                    pending.append(asyncio.ensure_future(prepare(indices)))
+                ready = await pending.pop(0)
+                final = await decide(ready)
+                del ready
+                with clock.timed("write"):
+                    await write(final)
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        with clock.timed("write"):
+            await write([Unit(relation, (index,)) for index, relation in intake.passthrough])
         issues = [*intake.issues, *exact_issues, *semantic_issues]
         if report is not None and embedder is not None:
-            issues.extend(await report.issues(embedder))
-            clock.lap("semantic")
+            with clock.timed("semantic"):
+                issues.extend(await report.issues(embedder))
     finally:
         if report is not None:
             report.close()
@@ -404,14 +456,14 @@ async def _deduplicate(
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
-    if config.decisions_key:
-        await logs.exact.put(store, config.decisions_key, logs.semantic)
-    if config.clarifications_key:
-        await logs.clarifications.put(store, config.clarifications_key)
-    if config.rejected_key:
-        await store.put(config.rejected_key, jsonl(item.to_dict() for item in intake.rejected))
+    with clock.timed("write"):
+        if config.decisions_key:
+            await logs.exact.put(store, config.decisions_key, logs.semantic)
+        if config.clarifications_key:
+            await logs.clarifications.put(store, config.clarifications_key)
+        if config.rejected_key:
+            await store.put(config.rejected_key, jsonl(r.to_dict() for r in intake.rejected))
     progress.finish("write")
-    clock.lap("write")
 
     result: dict[str, Any] = {
         "step": STEP_NAME,

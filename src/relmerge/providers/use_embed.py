@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Sequence
 from functools import cache
 from importlib import metadata
@@ -29,6 +30,7 @@ _BATCH = 256
 _DIM = 512
 # Below this many texts a second process is not worth its start (about a second).
 _SHARE_FROM = 4096
+_SHARE_BATCH = 4 * _BATCH  # texts per piece of work shared with the helper
 logger = logging.getLogger(__name__)
 
 
@@ -82,31 +84,52 @@ class _Helper:
         return self._process
 
     def encode(self, texts: list[str], threads: int) -> Vectors:
-        """Rows for ``texts``: the second half from the helper, the first half here."""
+        """Rows for ``texts``, batches of ``_SHARE_BATCH`` taken from one queue by this
+        thread and by a thread that feeds the helper: whichever is free takes the next,
+        so both cores stay busy even while this process has other work. A batch gives
+        the same rows wherever it runs (same code, one BLAS thread, same sub-batches)."""
         if self._broken or not self._lock.acquire(blocking=False):
             return encode_rows(texts, threads)
         try:
-            half = len(texts) // 2
-            try:
-                process = self._start()
-                assert process.stdin is not None and process.stdout is not None
-                _send(process.stdin, texts[half:])
-            except (OSError, AssertionError) as error:
-                return self._give_up(error, texts, threads)
-            mine = encode_rows(texts[:half], threads)
-            try:
-                theirs = _receive(process.stdout, len(texts) - half)
-            except (OSError, ValueError) as error:
-                return self._give_up(error, texts, threads)
-            return np.concatenate([mine, theirs])
+            rows = np.empty((len(texts), _DIM), dtype=np.float32)
+            todo = deque(range(0, len(texts), _SHARE_BATCH))
+            feeder = threading.Thread(target=self._feed, args=(texts, todo, rows), daemon=True)
+            feeder.start()
+            while True:
+                while todo:
+                    try:
+                        start = todo.popleft()
+                    except IndexError:
+                        break
+                    rows[start : start + _SHARE_BATCH] = encode_rows(
+                        texts[start : start + _SHARE_BATCH], threads
+                    )
+                feeder.join()
+                if not todo:  # a batch the helper failed on is back in the queue
+                    return rows
         finally:
             self._lock.release()
 
-    def _give_up(self, error: Exception, texts: list[str], threads: int) -> Vectors:
-        logger.warning("embedding helper process failed (%s); embedding in one process", error)
-        self._broken = True
-        self.close()
-        return encode_rows(texts, threads)
+    def _feed(self, texts: list[str], todo: deque[int], rows: Vectors) -> None:
+        """Give the helper batches until the queue is empty or the helper fails."""
+        while not self._broken:
+            try:
+                start = todo.popleft()
+            except IndexError:
+                return
+            batch = texts[start : start + _SHARE_BATCH]
+            try:
+                process = self._start()
+                assert process.stdin is not None and process.stdout is not None
+                _send(process.stdin, batch)
+                rows[start : start + len(batch)] = _receive(process.stdout, len(batch))
+            except (OSError, ValueError, AssertionError) as error:
+                todo.appendleft(start)
+                logger.warning(
+                    "embedding helper process failed (%s); embedding in one process", error
+                )
+                self._broken = True
+                self.close()
 
     def close(self) -> None:
         process, self._process = self._process, None

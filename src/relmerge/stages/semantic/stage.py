@@ -9,6 +9,7 @@ from itertools import combinations
 from typing import Any, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine
@@ -64,6 +65,18 @@ def _deterministic_fields(units: Sequence[Unit], lead: Unit) -> dict[str, Any]:
         "description": representative.description,
         "attributes": attributes,
     }
+
+
+@dataclass
+class PreparedUnits:
+    """Units with their features, text vectors and name vectors (rows of ``name_matrix``
+    picked by ``name_index``), ready to be decided."""
+
+    units: Sequence[Unit]
+    features: list[RelationFeatures]
+    vectors: UnitVectors
+    name_matrix: Vectors
+    name_index: npt.NDArray[np.intp]
 
 
 class LazyJobs(Sequence[BlockJob]):
@@ -125,24 +138,44 @@ class SemanticStage:
         return known if known is not None else EntityContext(entity_id, name)
 
     async def run(self, units: Sequence[Unit]) -> SemanticOutcome:
-        outcome = SemanticOutcome(units=[])
-        blocks = make_blocks(units)
-        outcome.pair_counts = block_pair_counts(blocks)
+        return await self.decide(await self.prepare(units))
+
+    async def prepare(self, units: Sequence[Unit]) -> PreparedUnits:
+        """Embed and describe ``units`` (the CPU-heavy part that needs no decision yet: the
+        pipeline prepares the next chunk while this one is decided)."""
         texts = [
             embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
         ]
-        vectors = await embed_units(texts, self.embedder)
+        embedding = asyncio.ensure_future(embed_units(texts, self.embedder))
+        await asyncio.sleep(0)  # the embedding starts (in threads) before the features
+        try:
+            features = [relation_features(unit.relation, self.lexicon) for unit in units]
+        except BaseException:
+            embedding.cancel()
+            raise
+        vectors = await embedding
         # Names repeat a lot ("related", "下辖"): embed and keep each distinct name once.
         names = list(dict.fromkeys(unit.relation.name for unit in units))
         name_rows = {name: row for row, name in enumerate(names)}
         name_matrix = await self.embedder.embed(names)
         name_index = np.array([name_rows[unit.relation.name] for unit in units])
-        features = [relation_features(unit.relation, self.lexicon) for unit in units]
+        return PreparedUnits(units, features, vectors, name_matrix, name_index)
+
+    async def decide(self, prepared: PreparedUnits) -> SemanticOutcome:
+        """Blocks → scores → tiers → LLM → merged units."""
+        units, features, vectors = prepared.units, prepared.features, prepared.vectors
+        outcome = SemanticOutcome(units=[])
+        blocks = make_blocks(units)
+        outcome.pair_counts = block_pair_counts(blocks)
         multi = [members for members in blocks.values() if len(members) > 1]
         jobs = LazyJobs(
             multi,
             lambda members: self._job(
-                units, members, features, vectors, name_matrix[name_index[members]]
+                units,
+                members,
+                features,
+                vectors,
+                prepared.name_matrix[prepared.name_index[members]],
             ),
         )
         results = await self.engine.decide_blocks(self._decider, jobs, self.on_block_done)
