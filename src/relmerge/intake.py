@@ -13,7 +13,7 @@ import hashlib
 import os
 import tempfile
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -117,14 +117,38 @@ class Intake:
     hashes: array[int] = field(default_factory=lambda: array("q"))  # their block hashes
 
 
+_PROGRESS_EVERY = 10_000
+
+
 def take_in(
-    raws: Iterable[RawRecord], mapping: Mapping[str, str], records_per_chunk: int
+    raws: Iterable[RawRecord],
+    mapping: Mapping[str, str],
+    records_per_chunk: int,
+    on_read: Callable[[int], None] = lambda n: None,
 ) -> Intake:
-    """Read ``raws`` once: check, remap and park each record (see the module docstring)."""
+    """Read ``raws`` once: check, remap and park each record (see the module docstring).
+    ``on_read`` hears how many more records were read, every 10,000 and at the end."""
     intake = Intake(RelationSpool(records_per_chunk))
+    try:
+        _take_in(intake, raws, mapping, on_read)
+    except BaseException:
+        intake.spool.close()
+        raise
+    on_read(intake.record_count % _PROGRESS_EVERY)
+    return intake
+
+
+def _take_in(
+    intake: Intake,
+    raws: Iterable[RawRecord],
+    mapping: Mapping[str, str],
+    on_read: Callable[[int], None],
+) -> None:
     checker = RecordChecker()
     for raw in raws:
         intake.record_count += 1
+        if intake.record_count % _PROGRESS_EVERY == 0:
+            on_read(_PROGRESS_EVERY)
         checked = checker.check(raw)
         if isinstance(checked, Rejected):
             intake.rejected.append(checked)
@@ -140,7 +164,6 @@ def take_in(
         intake.mapped.append(index)
         intake.hashes.append(block_hash(relation))
         intake.spool.add(index, relation)
-    return intake
 
 
 def plan_chunks(intake: Intake, records_per_chunk: int) -> list[Indices]:

@@ -289,8 +289,11 @@ async def run_pipeline(
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
     mapping = validate_entity_mapping(entity_id_mapping)
+    progress = progress or NoProgress()
     clock = _Clock()
-    intake = take_in(raws, mapping, config.records_per_chunk)
+    progress.start("load", None)
+    intake = take_in(raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n))
+    progress.finish("load")
     logs: _Logs | None = None
     try:
         _check_intake(intake, config)
@@ -304,7 +307,7 @@ async def run_pipeline(
             config,
             llm,
             store,
-            progress or NoProgress(),
+            progress,
             embedder,
             entities,
             memory,

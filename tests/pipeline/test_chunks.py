@@ -8,6 +8,8 @@ in another order).
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -15,10 +17,11 @@ import orjson
 import pytest
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.pipeline import RunOutput, run_pipeline
-from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
 from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
@@ -105,3 +108,20 @@ async def test_llm_judged_chunks_give_the_whole_batch_result() -> None:
     chunked = await _run(GoldJudge(gold, error_rate=0.2), 40)
     assert whole[0].result["llm_requests"] > 0
     _assert_same(whole, chunked)
+
+
+class _Refused:
+    name = "refused"
+    available = True
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        raise ProviderError("401 unauthorized", retryable=False)
+
+
+@needs_dev
+async def test_a_failing_chunk_stops_the_run_and_leaves_no_task_or_open_file() -> None:
+    descriptors = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(ProviderError, match="401"):
+        await _run(_Refused(), 40)  # the next chunk is being prepared when this one fails
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert set(os.listdir("/proc/self/fd")) <= descriptors  # spool, logs, report closed

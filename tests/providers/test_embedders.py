@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
+from relmerge.providers.embedding import CachedEmbedder, HashEmbedder, Vectors
 from relmerge.providers.use_embed import UseEmbedder
 
 
@@ -62,6 +64,25 @@ async def test_cache_is_bounded_and_keeps_the_most_recent_texts() -> None:
     assert cached.embedded_texts == 6
     await cached.embed(["a", "d"])
     assert cached.embedded_texts == 6
+
+
+async def test_cache_answers_a_call_whose_vectors_another_call_evicted_meanwhile() -> None:
+    release = asyncio.Event()
+
+    class Slow(HashEmbedder):
+        async def embed(self, texts: Sequence[str]) -> Vectors:
+            if "slow" in texts:
+                await release.wait()
+            return await super().embed(texts)
+
+    cached = CachedEmbedder(Slow(), max_texts=2)
+    await cached.embed(["x", "y"])
+    waiting = asyncio.create_task(cached.embed(["x", "slow"]))  # "x" known, "slow" not
+    await asyncio.sleep(0)
+    await cached.embed(["p", "q"])  # evicts "x" while the first call waits
+    release.set()
+    vectors = await waiting
+    assert np.array_equal(vectors, await HashEmbedder().embed(["x", "slow"]))
 
 
 def _sentences(count: int) -> list[str]:

@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 _LABELS = {
+    "load": "reading input: records",
     "exact": "exact stage: groups",
     "semantic": "semantic stage: blocks",
     "write": "writing relations",

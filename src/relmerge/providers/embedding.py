@@ -54,23 +54,22 @@ class CachedEmbedder:
         self.embedded_texts = 0
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        fresh: dict[str, npt.NDArray[np.float32]] = {}
+        # Take the known vectors now: another call may evict them while this one waits.
+        known = {t: self._cache[t] for t in texts if t in self._cache}
+        for text in known:
+            self._cache.move_to_end(text)
+        missing = list(dict.fromkeys(t for t in texts if t not in known))
         if missing:
             vectors = await self.inner.embed(missing)
             self.embedded_texts += len(missing)
             if len(missing) == len(texts):  # all new and distinct: no second copy
                 self._remember(missing, list(vectors))
                 return vectors
-            fresh = dict(zip(missing, vectors, strict=True))
+            self._remember(missing, list(vectors))
+            known.update(zip(missing, vectors, strict=True))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        stacked = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
-        for text in texts:
-            if text in self._cache:
-                self._cache.move_to_end(text)
-        self._remember(list(fresh), list(fresh.values()))
-        return stacked
+        return np.stack([known[t] for t in texts])
 
     def _remember(self, texts: Sequence[str], vectors: Sequence[npt.NDArray[np.float32]]) -> None:
         """Keep copies of the rows (a view would keep the whole batch's matrix alive)."""
