@@ -334,7 +334,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 def print_stage_table(rows: list[dict[str, Any]]) -> None:
     """Where ``run_pipeline``'s own clock puts the time (its ``result["seconds"]``)."""
-    stages = ("load", "exact", "write", "total")
+    stages = ("load", "remap", "exact", "write", "total")
     cells = [["size", "llm", "store", *(f"{stage} s" for stage in stages)]]
     for row in rows:
         split = row.get("stage_seconds") or {}

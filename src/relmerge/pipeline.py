@@ -11,7 +11,7 @@ import asyncio
 import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -31,7 +31,6 @@ from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
-from relmerge.providers.busy import main_thread_busy
 from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
@@ -430,8 +429,7 @@ async def _deduplicate(
                     indices = chunks[number + len(pending)].tolist()
                     pending.append(asyncio.ensure_future(prepare(indices)))
                 ready = await pending.pop(0)
-                with main_thread_busy() if pending else nullcontext():
-                    final = await decide(ready)
+                final = await decide(ready)
                 del ready
                 with clock.timed("write"):
                     await write(final)

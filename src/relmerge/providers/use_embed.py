@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Sequence
 from functools import cache
@@ -25,7 +24,6 @@ import numpy as np
 import orjson
 
 from relmerge.errors import ProviderError
-from relmerge.providers.busy import is_main_thread_busy
 from relmerge.providers.embedding import Vectors, l2_normalise
 
 _BATCH = 256
@@ -87,9 +85,8 @@ class _Helper:
 
     def encode(self, texts: list[str], threads: int) -> Vectors:
         """Rows for ``texts``, batches of ``_SHARE_BATCH`` taken from one queue by this
-        thread and by a thread that feeds the helper: whichever is free takes the next.
-        While the pipeline's thread is busy deciding (``providers.busy``) this thread
-        leaves the batches to the helper, so the two cores do not wait on each other. A batch gives
+        thread and by a thread that feeds the helper: whichever is free takes the next,
+        so both cores stay busy even while this process has other work. A batch gives
         the same rows wherever it runs (same code, one BLAS thread, same sub-batches)."""
         if self._broken or not self._lock.acquire(blocking=False):
             return encode_rows(texts, threads)
@@ -100,9 +97,6 @@ class _Helper:
             feeder.start()
             while True:
                 while todo:
-                    if is_main_thread_busy() and feeder.is_alive():
-                        time.sleep(0.01)  # the helper works; this core decides a chunk
-                        continue
                     try:
                         start = todo.popleft()
                     except IndexError:
