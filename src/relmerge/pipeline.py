@@ -7,7 +7,6 @@ intake (stream in, validate, remap, park) ─► chunks of whole blocks, for eac
 
 from __future__ import annotations
 
-import asyncio
 import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -372,8 +371,7 @@ async def _deduplicate(
     try:
 
         async def prepare(indices: list[int]) -> _Chunk:
-            """Load a chunk, run its exact stage and, with the semantic stage on, embed it:
-            none of this waits for an earlier chunk's decisions (see the loop below)."""
+            """Load a chunk, run its exact stage and, with the semantic stage on, embed it."""
             with clock.timed("exact"):
                 originals = intake.spool.load(indices)
                 units = [Unit(originals[i], (i,)) for i in indices]
@@ -418,25 +416,12 @@ async def _deduplicate(
                     final = semantic.units
             return free_merged_ids(final, chunk.originals, taken)
 
-        # With the semantic stage on, the next chunk is prepared (mostly embedding, in
-        # threads and the helper process) while this one is decided (mostly Python): both
-        # cores work. Its exact stage asks no LLM then, so the concurrency limit holds.
-        ahead = 1 if semantic_on else 0
-        pending: list[asyncio.Task[_Chunk]] = []
-        try:
-            for number in range(len(chunks)):
-                while len(pending) <= ahead and number + len(pending) < len(chunks):
-                    indices = chunks[number + len(pending)].tolist()
-                    pending.append(asyncio.ensure_future(prepare(indices)))
-                ready = await pending.pop(0)
-                final = await decide(ready)
-                del ready
-                with clock.timed("write"):
-                    await write(final)
-        finally:
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        for chunk in chunks:
+            # One chunk at a time: preparing the next one while this one was decided
+            # measured slower on two cores (the embedding already uses both).
+            final = await decide(await prepare(chunk.tolist()))
+            with clock.timed("write"):
+                await write(final)
         with clock.timed("write"):
             await write([Unit(relation, (index,)) for index, relation in intake.passthrough])
         issues = [*intake.issues, *exact_issues, *semantic_issues]

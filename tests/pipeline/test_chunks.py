@@ -122,6 +122,6 @@ class _Refused:
 async def test_a_failing_chunk_stops_the_run_and_leaves_no_task_or_open_file() -> None:
     descriptors = set(os.listdir("/proc/self/fd"))
     with pytest.raises(ProviderError, match="401"):
-        await _run(_Refused(), 40)  # the next chunk is being prepared when this one fails
+        await _run(_Refused(), 40)  # the first chunk with an LLM question fails
     assert asyncio.all_tasks() == {asyncio.current_task()}
     assert set(os.listdir("/proc/self/fd")) <= descriptors  # spool, logs, report closed
