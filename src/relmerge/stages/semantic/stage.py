@@ -141,8 +141,8 @@ class SemanticStage:
         return await self.decide(await self.prepare(units))
 
     async def prepare(self, units: Sequence[Unit]) -> PreparedUnits:
-        """Embed and describe ``units`` (the CPU-heavy part that needs no decision yet: the
-        pipeline prepares the next chunk while this one is decided)."""
+        """Embed and describe ``units``: the CPU-heavy part, which needs no decision (the
+        features are computed while the embedding runs in its threads)."""
         texts = [
             embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
         ]
