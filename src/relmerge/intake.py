@@ -174,11 +174,10 @@ def plan_chunks(intake: Intake, records_per_chunk: int) -> list[Indices]:
     whole-batch run. Larger batches take blocks in hash order, so a chunk holds blocks
     from all over the input and chunks come out about the same size.
     """
-    indices = np.frombuffer(intake.mapped, dtype=np.int64) if intake.mapped else np.zeros(0)
-    indices = indices.astype(np.int64)
+    indices = np.array(intake.mapped, dtype=np.int64)
     if len(indices) <= records_per_chunk:
         return [indices] if len(indices) else []
-    hashes = np.frombuffer(intake.hashes, dtype=np.int64)
+    hashes = np.array(intake.hashes, dtype=np.int64)
     order = np.lexsort((indices, hashes))
     sorted_hashes = hashes[order]
     starts = np.flatnonzero(np.diff(sorted_hashes)) + 1  # where each later block starts

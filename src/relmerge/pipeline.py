@@ -7,8 +7,8 @@ intake (stream in, validate, remap, park) ─► chunks of whole blocks, for eac
 
 from __future__ import annotations
 
-import operator
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +22,7 @@ from relmerge.engines.base import BlockEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in
-from relmerge.io.records import RawRecord, Rejected, validate_records
+from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
@@ -35,8 +35,8 @@ from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
 from relmerge.stages.exact import ExactOutcome, ExactStage, exact_key
-from relmerge.stages.remap import remap_endpoints, validate_entity_mapping
-from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
+from relmerge.stages.remap import validate_entity_mapping
+from relmerge.stages.semantic.blocking import add_pair_counts, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.stage import PreparedUnits, SemanticOutcome, SemanticStage
 from relmerge.stages.units import Originals, Unit
@@ -137,28 +137,35 @@ def canonical_entities(
     return contexts
 
 
-def plan(raws: Sequence[RawRecord], entity_id_mapping: Any) -> dict[str, Any]:
+def plan(
+    raws: Iterable[RawRecord], entity_id_mapping: Any, records_per_chunk: int = 50_000
+) -> dict[str, Any]:
     """Count the work before spending anything: records, exact groups, blocks, pairs.
 
-    No embedding, no LLM, nothing written (``relmerge run --dry-run``).
+    No embedding, no LLM, nothing written (``relmerge run --dry-run``). Reads the input as
+    a run does (one pass, chunks of whole blocks), so it counts what a run would decide.
     """
-    if not raws:
-        raise InputError("the input holds no relation records")
-    originals, rejected = validate_records(raws)
-    remapped = remap_endpoints(originals, validate_entity_mapping(entity_id_mapping))
-    units = [Unit(relation, (index,)) for index, relation in remapped.mapped]
-    groups: dict[tuple[str, str, str, str], int] = {}
-    for unit in units:
-        key = exact_key(unit.relation)
-        groups[key] = groups.get(key, 0) + 1
+    intake = take_in(raws, validate_entity_mapping(entity_id_mapping), records_per_chunk)
+    try:
+        if intake.record_count == 0:
+            raise InputError("the input holds no relation records")
+        sizes: list[int] = []  # records per exact group
+        blocking = block_pair_counts({})
+        for chunk in plan_chunks(intake, records_per_chunk):
+            relations = intake.spool.load(chunk.tolist())
+            units = [Unit(relation, (index,)) for index, relation in relations.items()]
+            sizes.extend(Counter(exact_key(unit.relation) for unit in units).values())
+            add_pair_counts(blocking, block_pair_counts(make_blocks(units)))
+    finally:
+        intake.spool.close()
     return {
-        "input_record_count": len(raws),
-        "rejected_count": len(rejected),
-        "input_relation_count": len(originals),
-        "self_loops_after_mapping": len(remapped.passthrough),
-        "exact_groups_with_duplicates": sum(1 for n in groups.values() if n > 1),
-        "records_in_exact_groups": sum(n for n in groups.values() if n > 1),
-        **block_pair_counts(make_blocks(units)),
+        "input_record_count": intake.record_count,
+        "rejected_count": len(intake.rejected),
+        "input_relation_count": len(intake.ids),
+        "self_loops_after_mapping": len(intake.passthrough),
+        "exact_groups_with_duplicates": sum(1 for n in sizes if n > 1),
+        "records_in_exact_groups": sum(n for n in sizes if n > 1),
+        **blocking,
     }
 
 
@@ -218,9 +225,7 @@ class _Tally:
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
         self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
-        for key, value in semantic.pair_counts.items():
-            combine = max if key == "largest_block" else operator.add
-            self.blocking[key] = combine(self.blocking.get(key, 0), value)
+        add_pair_counts(self.blocking, semantic.pair_counts)
         for tier, count in semantic.tier_counts.items():
             self.tiers[tier] = self.tiers.get(tier, 0) + count
 

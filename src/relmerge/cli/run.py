@@ -20,7 +20,7 @@ from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.engines.base import BlockEngine
-from relmerge.io.load import read_entities, read_entity_mapping, read_input, stream_input
+from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
@@ -201,9 +201,9 @@ def run_command(
     )
     storage_options = parse_storage_options(storage_option_pairs)
     if dry_run:
-        raws = asyncio.run(read_input(input_path, storage_options))
+        raws = asyncio.run(stream_input(input_path, storage_options))
         mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-        counts = plan(raws, mapping)
+        counts = plan(raws, mapping, config.records_per_chunk)
         title = f"relmerge run --dry-run: {redact_url(input_path)}"
         table = Table(title=title, show_header=False)
         for key, value in counts.items():

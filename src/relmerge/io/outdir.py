@@ -47,14 +47,6 @@ class Fingerprint:
         return digest.hexdigest()
 
 
-def fingerprint(raws: Iterable[RawRecord], *parts: Any) -> str:
-    """The :class:`Fingerprint` of a batch already in hand."""
-    hashed = Fingerprint()
-    for _ in hashed.records(raws):
-        pass
-    return hashed.hexdigest(*parts)
-
-
 RUN_MARKER = ".relmerge/run.json"
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import orjson
 
-from relmerge.model import ExtractedRelation
 from relmerge.stores.base import ObjectStore
 
 RESULT_FILE = "deduplicate_relations_result.json"
@@ -26,18 +25,6 @@ def relation_key(prefix: str, relation_id: str) -> str:
 
 def jsonl(items: Iterable[Any]) -> bytes:
     return b"".join(orjson.dumps(item) + b"\n" for item in items)
-
-
-async def write_relations(
-    store: ObjectStore,
-    prefix: str,
-    relations: Sequence[ExtractedRelation],
-    on_written: Callable[[int], None] = lambda n: None,
-) -> list[str]:
-    """Write each relation to ``{prefix}/{relation_id}.json``; return the keys in order."""
-    files = [(relation_key(prefix, r.relation_id), r.to_json()) for r in relations]
-    await write_files(store, files, on_written)
-    return [key for key, _ in files]
 
 
 async def write_files(

@@ -62,10 +62,9 @@ class CachedEmbedder:
         if missing:
             vectors = await self.inner.embed(missing)
             self.embedded_texts += len(missing)
-            if len(missing) == len(texts):  # all new and distinct: no second copy
-                self._remember(missing, list(vectors))
-                return vectors
             self._remember(missing, list(vectors))
+            if len(missing) == len(texts):  # all new and distinct: no second copy
+                return vectors
             known.update(zip(missing, vectors, strict=True))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)

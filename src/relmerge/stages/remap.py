@@ -6,8 +6,7 @@ Done before any grouping, so duplicates whose endpoints were aliases
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from relmerge.errors import InputError
@@ -56,16 +55,6 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass
-class RemapOutcome:
-    """``mapped`` relations take part in dedup; ``passthrough`` ones are kept as they are."""
-
-    mapped: list[tuple[int, ExtractedRelation]] = field(default_factory=list)
-    passthrough: list[tuple[int, ExtractedRelation]] = field(default_factory=list)
-    issues: list[StepIssue] = field(default_factory=list)
-    remapped_count: int = 0
-
-
 def self_loop_issue(relation: ExtractedRelation, canonical: str) -> StepIssue:
     """The issue of a relation kept unmerged because both endpoints map to ``canonical``."""
     return StepIssue(
@@ -97,20 +86,3 @@ def remap_relation(
             update={"source_entity_id": source, "target_entity_id": target}
         )
     return relation, None
-
-
-def remap_endpoints(
-    relations: Sequence[ExtractedRelation], mapping: Mapping[str, str]
-) -> RemapOutcome:
-    """Map endpoints; a relation whose endpoints become equal is kept unmerged, with its
-    original endpoint ids, and reported (``self_loop_after_entity_mapping``)."""
-    outcome = RemapOutcome()
-    for index, relation in enumerate(relations):
-        mapped, self_loop = remap_relation(relation, mapping)
-        if self_loop is not None:
-            outcome.passthrough.append((index, relation))
-            outcome.issues.append(self_loop_issue(relation, self_loop))
-            continue
-        outcome.remapped_count += mapped is not relation
-        outcome.mapped.append((index, mapped))
-    return outcome

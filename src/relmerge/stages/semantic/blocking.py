@@ -34,3 +34,11 @@ def block_pair_counts(blocks: dict[BlockKey, list[int]]) -> dict[str, int]:
         "largest_block": max(sizes, default=0),
         "candidate_pairs": sum(n * (n - 1) // 2 for n in sizes),
     }
+
+
+def add_pair_counts(total: dict[str, int], counts: dict[str, int]) -> None:
+    """Add one chunk's :func:`block_pair_counts` to ``total`` (largest block: the max)."""
+    for key, value in counts.items():
+        total[key] = (
+            max(total.get(key, 0), value) if key == "largest_block" else (total.get(key, 0) + value)
+        )
