@@ -1,0 +1,57 @@
+"""Throughput of the default embedder, with and without its helper process.
+
+Embeds the descriptions of N synthetic relations (``bench/synthetic.generate_semantic``,
+distinct texts only) three ways in this process, after a warm-up: one process with one
+BLAS thread (``UseEmbedder(processes=1)``), and shared with the helper process
+(``processes=2``, the default on two or more cores); prints texts/s and the ratio, and
+whether the two give the same vectors bit for bit.
+
+    .venv/bin/python bench/embedding.py --size 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from relmerge.model import ExtractedRelation
+from relmerge.providers.use_embed import UseEmbedder
+from relmerge.stages.semantic.text import embedding_text
+from synthetic import generate_semantic
+
+
+async def _timed(embedder: UseEmbedder, texts: list[str]) -> tuple[float, np.ndarray]:
+    await embedder.embed(texts[:5000])  # warm-up: weights loaded, helper started
+    started = time.perf_counter()
+    vectors = await embedder.embed(texts)
+    return time.perf_counter() - started, vectors
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=20_000)
+    args = parser.parse_args()
+    records, _ = generate_semantic(args.size, 0)
+    texts = list(
+        dict.fromkeys(embedding_text(ExtractedRelation.model_validate(r), 300) for r in records)
+    )
+    alone, one = await _timed(UseEmbedder(processes=1), texts)
+    helper = UseEmbedder(processes=2)
+    try:
+        shared, two = await _timed(helper, texts)
+    finally:
+        helper.close()
+    print(f"{len(texts):,} distinct texts")
+    print(f"one process, one BLAS thread: {len(texts) / alone:,.0f} texts/s ({alone:.1f} s)")
+    print(f"with the helper process:      {len(texts) / shared:,.0f} texts/s ({shared:.1f} s)")
+    print(f"ratio {alone / shared:.2f}; same vectors bit for bit: {np.array_equal(one, two)}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
