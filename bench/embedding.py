@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from relmerge.decide.text import embedding_text
 from relmerge.model import ExtractedRelation
 from relmerge.providers.use_embed import UseEmbedder
-from relmerge.stages.semantic.text import embedding_text
 from synthetic import generate_semantic
 
 

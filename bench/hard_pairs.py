@@ -24,9 +24,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_server import JudgeServer
-from relmerge import JudgeContext, RelationJudge
+from relmerge import DeduplicateRelationsConfig, JudgeContext, RelationJudge
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities
+from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.gold import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 
@@ -58,20 +60,19 @@ def canonical(relation: dict[str, Any], mapping: dict[str, str]) -> dict[str, An
     }
 
 
-async def judge_all(
-    dev: Path, base_url: str, model: str = "gold-judge", response_format: str = "json_schema"
+async def judge_each(
+    dev: Path,
+    pairs: list[dict[str, Any]],
+    llm: LanguageModel,
+    config: DeduplicateRelationsConfig | None = None,
+    embedder: EmbeddingModel | None = None,
 ) -> list[dict[str, Any]]:
+    """Each pair's verdict (with its label), the candidate checked against the existing one."""
     mapping = json.loads((dev / "entity_id_mapping.json").read_text())
     profiles = {e.entity_id: e for e in read_entities(dev / "entities.jsonl")}
-    llm = OpenAICompatibleModel(
-        base_url=base_url,
-        model=model,
-        response_format=response_format,  # type: ignore[arg-type]
-        timeout=300,
-    )
-    judge = RelationJudge(llm=llm)
+    judge = RelationJudge(llm=llm, config=config, embedder=embedder)
     rows = []
-    for pair in load_pairs(dev):
+    for pair in pairs:
         existing = canonical(pair["existing"], mapping)
         candidate = canonical(pair["candidate"], mapping)
         source = profiles.get(existing["source_entity_id"])
@@ -86,8 +87,56 @@ async def judge_all(
         )
         verdict = await judge.check(candidate, [existing], context)
         rows.append({"label": pair["label"], **verdict.model_dump(mode="json")})
-    await llm.aclose()
     return rows
+
+
+async def judge_all(
+    dev: Path, base_url: str, model: str = "gold-judge", response_format: str = "json_schema"
+) -> list[dict[str, Any]]:
+    llm = OpenAICompatibleModel(
+        base_url=base_url,
+        model=model,
+        response_format=response_format,  # type: ignore[arg-type]
+        timeout=300,
+    )
+    try:
+        return await judge_each(dev, load_pairs(dev), llm)
+    finally:
+        await llm.aclose()
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy, requests and decisions by tier of judged pairs."""
+    requests = sum(row["llm_requests"] for row in rows)
+    by_tier: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for row in rows:
+        by_tier[row["tier"]][0] += 1
+        by_tier[row["tier"]][1] += row["decision"] == row["label"]
+    return {
+        "pairs": len(rows),
+        "accuracy": round(sum(r["decision"] == r["label"] for r in rows) / max(1, len(rows)), 4),
+        "llm_requests": requests,
+        "llm_requests_per_pair": round(requests / max(1, len(rows)), 3),
+        "by_tier": {tier: {"decided": c, "right": r} for tier, (c, r) in by_tier.items()},
+        "wrong": [
+            {"label": r["label"], "said": r["decision"], "tier": r["tier"], "reason": r["reason"]}
+            for r in rows
+            if r["decision"] != r["label"]
+        ],
+    }
+
+
+async def judge_pairs(
+    dev: Path,
+    pairs: list[dict[str, Any]],
+    gold: dict[str, str],
+    config: DeduplicateRelationsConfig | None = None,
+    embedder: EmbeddingModel | None = None,
+    error_rate: float = 0.0,
+) -> dict[str, Any]:
+    """``pairs`` judged with an in-process gold-answering model: the summary figures."""
+    model = GoldJudge(extended_gold(gold, pairs), error_rate)
+    return summary(await judge_each(dev, pairs, model, config, embedder))
 
 
 def main() -> None:

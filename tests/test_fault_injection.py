@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from relmerge.decide.retry import EMPTY_ANSWER
 from relmerge.errors import InvalidAnswerError
 from relmerge.eval.metrics import evaluate
 from relmerge.model import ExtractedRelation
@@ -23,7 +24,6 @@ from relmerge.pipeline import RunOutput
 from relmerge.prompts import cluster_relations, judge_pair, merge_relations
 from relmerge.providers.gold import GoldJudge
 from relmerge.providers.parsing import parse_json_answer
-from relmerge.stages.llm_retry import EMPTY_ANSWER
 from tests.factories import logged_decisions, record
 from tests.support.faults import (
     DEV,

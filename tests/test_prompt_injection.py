@@ -57,8 +57,6 @@ NAMES: set[str] = {item["name"] for item in ENTITIES}
 # Semantic runs: the rules decide nothing on their own, so every block goes to the model.
 SEMANTIC: dict[str, Any] = {
     "auto_merge_cosine": None,
-    "auto_merge_name_cosine": None,
-    "auto_merge_detail_cosine": None,
     "auto_keep_cosine": -1.0,
 }
 MAX_ATTEMPTS = 3

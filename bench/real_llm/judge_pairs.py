@@ -2,7 +2,7 @@
 
 Starts a local llama.cpp server (llama-cpp-python, installed with the model by
 ``bench/real_llm/setup.sh``), then asks relmerge's own judge code
-(:func:`relmerge.stages.semantic.llm_ask.ask_judge` through
+(:func:`relmerge.decide.ask.ask_judge` through
 :class:`relmerge.providers.openai_compat.OpenAICompatibleModel`) about a stratified subset
 of ``<repo>/../shared/data/dev/pairs_hard.jsonl`` and compares the verdicts with the labels.
 
@@ -34,13 +34,13 @@ from typing import Any
 import orjson
 
 from relmerge import DeduplicateRelationsConfig
+from relmerge.decide.ask import ask_judge
 from relmerge.errors import ProviderError
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LLMRequest, LLMResult
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stages.llm_merge import GroupFailed
-from relmerge.stages.semantic.llm_ask import ask_judge
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

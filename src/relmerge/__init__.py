@@ -10,7 +10,7 @@ from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import DictContext
 from relmerge.errors import RelmergeError
-from relmerge.judge_api import JudgeContext, RelationJudge, Verdict
+from relmerge.judge import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
 from relmerge.step import DeduplicateRelations
 

@@ -34,6 +34,18 @@ def format_validation_error(error: ValidationError, what: str) -> str:
     return f"invalid {what}: " + "; ".join(lines)
 
 
+# Settings of earlier versions, with what replaces them: a config that sets one is refused
+# with this line instead of a bare "extra field" error.
+REMOVED_SETTINGS = {
+    "auto_merge_name_cosine": "removed: a relation name's cosine is no evidence of one fact "
+    '("sponsor of" / "sued"); use auto_merge_cosine, whose relation vector combines the '
+    "name and the description",
+    "auto_merge_min_cosine": "removed with auto_merge_name_cosine; use auto_merge_cosine",
+    "auto_merge_detail_cosine": 'removed: a shared number alone never merges ("owns 60%" / '
+    '"bought 60% in 2019"); use auto_merge_cosine',
+}
+
+
 class DeduplicateRelationsConfig(BaseModel):
     """Configuration of the :class:`~relmerge.step.DeduplicateRelations` step.
 
@@ -86,33 +98,42 @@ class DeduplicateRelationsConfig(BaseModel):
         description="Fuzzy ratio below which (with a low cosine) a pair stays apart.",
     )
     auto_keep_cosine: float = Field(
-        0.3,
+        -1.0,
         ge=-1,
         le=1,
-        description="Cosine below which (with a low fuzzy ratio) a pair stays apart.",
+        description="Relation-vector cosine below which (with a low fuzzy ratio) a pair stays "
+        "apart with no LLM; -1: off (bench/calibrate.py finds no safe value: cross-language "
+        "duplicates sit at low cosines).",
     )
     auto_merge_cosine: float | None = Field(
-        0.85,
+        0.5,
         ge=-1,
         le=1,
-        description="Cosine at or above which a pair merges with no LLM; None: off.",
+        description="Relation-vector cosine (name + description) at or above which a pair "
+        "whose names state the same known kind of relation merges with no LLM; None or "
+        '"off": off. The default is chosen by bench/calibrate.py.',
     )
-    auto_merge_name_cosine: float | None = Field(
-        0.6,
+    auto_merge_description_cosine: float | None = Field(
+        None,
         ge=-1,
         le=1,
-        description="Relation-name cosine at or above which a pair merges with no LLM when "
-        "its text cosine also reaches auto_merge_min_cosine; None: off.",
+        description="Description cosine at or above which a pair whose names prove nothing "
+        '(generic, batch-wide or shared) merges with no LLM; None or "off": off (the default: '
+        "bench/calibrate.py finds no value that holds on the real graphs).",
     )
-    auto_merge_min_cosine: float = Field(
-        0.45, ge=-1, le=1, description="Text cosine needed with auto_merge_name_cosine."
-    )
-    auto_merge_detail_cosine: float | None = Field(
-        0.55,
+    auto_keep_description_cosine: float = Field(
+        -1.0,
         ge=-1,
         le=1,
-        description="Text cosine at or above which a pair that names exactly the same numbers "
-        "(dates, amounts) merges with no LLM; None: off.",
+        description="Description cosine below which (with a low fuzzy ratio) a pair whose "
+        "names prove nothing stays apart with no LLM; -1: off.",
+    )
+    generic_name_share: float = Field(
+        0.2,
+        gt=0,
+        le=1,
+        description="A relation name carried by more than this share of a batch's relations "
+        "(and more than one) is no evidence: its pairs are judged on their descriptions.",
     )
     symmetric_relations: tuple[str, ...] = Field(
         (), description="Extra relation names whose direction carries no meaning."
@@ -143,12 +164,23 @@ class DeduplicateRelationsConfig(BaseModel):
     )
 
     def __init__(self, **data: Any) -> None:
+        removed = [f"{key}: {REMOVED_SETTINGS[key]}" for key in data if key in REMOVED_SETTINGS]
+        if removed:
+            raise ConfigError("invalid DeduplicateRelationsConfig: " + "; ".join(removed))
         try:
             super().__init__(**data)
         except ValidationError as error:
             raise ConfigError(
                 format_validation_error(error, "DeduplicateRelationsConfig")
             ) from None
+
+    @field_validator("auto_merge_cosine", "auto_merge_description_cosine", mode="before")
+    @classmethod
+    def _band_off(cls, value: Any) -> Any:
+        """A TOML file has no null: ``"off"`` turns a band off."""
+        if isinstance(value, str) and value.strip().lower() in ("off", "none"):
+            return None
+        return value
 
     @field_validator("deduplicated_relations_prefix", "relation_keys_artifact")
     @classmethod
@@ -162,10 +194,12 @@ class DeduplicateRelationsConfig(BaseModel):
     def _check_bands(self) -> DeduplicateRelationsConfig:
         if self.auto_keep_fuzzy > self.auto_merge_fuzzy:
             raise ValueError("auto_keep_fuzzy must not exceed auto_merge_fuzzy")
-        if self.auto_keep_cosine > self.similarity_threshold:
+        if max(self.auto_keep_cosine, self.auto_keep_description_cosine) > (
+            self.similarity_threshold
+        ):
             raise ValueError(
-                "auto_keep_cosine must not exceed similarity_threshold (pairs at or above the "
-                "threshold are semantic candidates)"
+                "auto_keep_cosine and auto_keep_description_cosine must not exceed "
+                "similarity_threshold (pairs at or above the threshold are semantic candidates)"
             )
         return self
 

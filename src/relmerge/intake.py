@@ -13,6 +13,7 @@ import hashlib
 import os
 import tempfile
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO
@@ -21,8 +22,10 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from relmerge.decide.features import batch_shared_names
 from relmerge.io.records import RawRecord, RecordChecker, Rejected
 from relmerge.model import ExtractedRelation, StepIssue
+from relmerge.normalize import normalize_key_text
 from relmerge.stages.remap import remap_relation, self_loop_issue
 
 Indices = npt.NDArray[np.int64]
@@ -115,6 +118,11 @@ class Intake:
     remapped_count: int = 0
     mapped: array[int] = field(default_factory=lambda: array("q"))  # indices in blocks
     hashes: array[int] = field(default_factory=lambda: array("q"))  # their block hashes
+    names: Counter[str] = field(default_factory=Counter)  # normalised relation names
+
+    def shared_names(self, share: float) -> frozenset[str]:
+        """The batch's names that tell no two facts apart (see ``batch_shared_names``)."""
+        return batch_shared_names(self.names, len(self.mapped), share)
 
 
 _PROGRESS_EVERY = 10_000
@@ -163,6 +171,7 @@ def _take_in(
         intake.remapped_count += relation is not checked
         intake.mapped.append(index)
         intake.hashes.append(block_hash(relation))
+        intake.names[normalize_key_text(relation.name)] += 1
         intake.spool.add(index, relation)
 
 

@@ -39,8 +39,8 @@ from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stages.semantic.blocking import add_pair_counts, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.stage import PreparedUnits, SemanticOutcome, SemanticStage
-from relmerge.stages.units import Originals, Unit
 from relmerge.stores.base import ObjectStore
+from relmerge.units import Originals, Unit
 
 NO_EMBEDDER = (
     "semantic merge needs an embedding model (component 'models.embedding'; CLI: --embedding); "
@@ -369,6 +369,7 @@ async def _deduplicate(
         await write_files(store, files, lambda n: progress.advance("write", n))
 
     chunks = plan_chunks(intake, config.records_per_chunk)
+    shared_names = intake.shared_names(config.generic_name_share)
     progress.start("exact", None)
     if semantic_on:
         progress.start("semantic", None)
@@ -403,6 +404,7 @@ async def _deduplicate(
                 memory=memory,
                 engine=engine,
                 report=report,
+                shared_names=shared_names,
             )
             with clock.timed("embed"):
                 prepared = await stage.prepare(exact.units)

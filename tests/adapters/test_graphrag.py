@@ -78,6 +78,14 @@ def test_import_makes_one_record_per_row_with_graphrags_ids_and_text_units(
     }
 
 
+def _undirected(tmp_path: Path) -> Path:
+    """A config that declares GraphRAG's unnamed relations symmetric: without it their
+    direction is unknown, for an LLM (or a person) to judge."""
+    config = tmp_path / "undirected.toml"
+    config.write_text('symmetric_relations = ["related"]\n', encoding="utf-8")
+    return config
+
+
 def _pipeline(tmp_path: Path, source: Path) -> tuple[Path, Path, str]:
     work, target = tmp_path / "work", tmp_path / "dedup"
     code, text = cli("import", "graphrag", str(source), "--output", str(work))
@@ -85,6 +93,8 @@ def _pipeline(tmp_path: Path, source: Path) -> tuple[Path, Path, str]:
     code, run_text = cli(
         "run",
         str(work / "relations.jsonl"),
+        "--config",
+        str(_undirected(tmp_path)),
         "--entities",
         str(work / "entities.jsonl"),
         "--output",
@@ -250,6 +260,8 @@ def test_an_entity_mapping_merges_rows_of_alias_endpoints(tmp_path: Path) -> Non
         str(work / "relations.jsonl"),
         "--entity-mapping",
         str(mapping),
+        "--config",
+        str(_undirected(tmp_path)),
         "--output",
         str(work / "run"),
         "--embedding",

@@ -20,7 +20,7 @@ from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LLMRequest
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
-from relmerge.stages.units import Unit
+from relmerge.units import Unit
 from tests.support.llm_server import (
     CHAT_PATH,
     LLMServer,

@@ -379,7 +379,17 @@ async def test_a_merged_description_copied_from_a_cut_prompt_text_is_refused() -
     assert len(llm.requests) == 2
     assert "marker" in llm.requests[1].messages[-1].content
     (merged,) = output.relations
-    assert merged.description == "Ada Lind leads Norrbeck as CEO since 2017."
+    # The model saw r1 cut short, so its merged text cannot stand for r1: every member's
+    # whole description is kept instead.
+    assert merged.description == f"{long_text.strip()}\nCEO since 2017."
+
+
+async def test_an_llm_merge_of_whole_descriptions_keeps_the_llm_text() -> None:
+    records = [record("r1", description="Ada leads."), record("r2", description="CEO since 2017.")]
+    llm = ScriptedLLM([merge_answer(description="Ada has led it as CEO since 2017.")])
+    output, _, _ = await run_step(records, llm)
+    (merged,) = output.relations
+    assert merged.description == "Ada has led it as CEO since 2017."
 
 
 async def test_small_batches_compare_every_pair_once_and_find_every_same_fact() -> None:

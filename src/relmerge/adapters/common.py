@@ -31,8 +31,8 @@ RELATIONS_FILE = "relations.jsonl"
 ENTITIES_FILE = "entities.jsonl"
 IMPORT_FILE = "import.json"
 EXPORT_FILE = "relmerge_export.json"
-# GraphRAG and LightRAG relations carry no label; "related" is symmetric for relmerge, so
-# A→B and B→A records of one pair can merge.
+# GraphRAG and LightRAG relations carry no label; "related" is a generic name for relmerge:
+# no evidence by itself, and of unknown direction (the LLM decides A→B against B→A).
 NO_LABEL = "related"
 UNKNOWN_DOCUMENT = "unknown"
 T = TypeVar("T", bound=Hashable)

@@ -13,7 +13,7 @@ from rich.console import Console
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
-from relmerge.judge_api import JudgeContext, RelationJudge, RelationLike
+from relmerge.judge import JudgeContext, RelationJudge, RelationLike
 from relmerge.providers import get_embedder, get_llm
 from relmerge.stages.remap import validate_entity_mapping
 

@@ -19,6 +19,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
+from relmerge.decide import rules_fingerprint
 from relmerge.engines.base import BlockEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
@@ -230,6 +231,7 @@ def run_command(
     console = Console(stderr=True, quiet=quiet)
     hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
     settings_parts = (
+        rules_fingerprint(),  # the decision rules and vocabulary this version decides by
         mapping,
         config.model_dump(mode="json", exclude=_OPERATIONAL),
         settings.model_dump(mode="json", exclude=_OPERATIONAL),

@@ -2,9 +2,10 @@
 
 Blocks (the records of one canonical endpoint pair) are independent, so they are the unit
 of distribution; embeddings, the neighbour report and the id mapping stay in the driver.
-``ray_engine`` is imported only when asked for: Ray is an optional extra.
+How a block is decided is the kernel's (``relmerge.decide``). ``ray_engine`` is imported
+only when asked for: Ray is an optional extra.
 """
 
-from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine, decide_block, score_block
+from relmerge.engines.base import BlockEngine, LocalEngine
 
-__all__ = ["BlockEngine", "BlockJob", "LocalEngine", "decide_block", "score_block"]
+__all__ = ["BlockEngine", "LocalEngine"]

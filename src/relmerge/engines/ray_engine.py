@@ -1,8 +1,9 @@
 """``--engine ray``: blocks decided by Ray tasks, LLM requests through one gateway.
 
-Blocks are shipped in chunks (a few per CPU, balanced by pair count) to tasks that score
-their pairs and run a :class:`BlockDecider`; each chunk carries only the input relations
-its units stand for, renumbered in input order so member ids come out the same. The
+Blocks are shipped in chunks (a few per CPU, balanced by pair count) to tasks that decide
+them through the kernel (``relmerge.decide.job.decide_block``, as a local run does); each
+chunk carries only the input relations its units stand for, renumbered in input order so
+member ids come out the same. The
 results come back in block order, so the driver merges them exactly as a local run does.
 """
 
@@ -15,7 +16,9 @@ from types import ModuleType
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.engines.base import BlockJob, decide_block
+from relmerge.decide.block import BlockDecider, BlockResult
+from relmerge.decide.job import BlockJob, decide_block
+from relmerge.decide.memory import Remembered
 from relmerge.engines.gateway import (
     GatewayModel,
     GatewayServer,
@@ -27,9 +30,7 @@ from relmerge.engines.gateway import (
 )
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.model import ExtractedRelation
-from relmerge.review.memory import AnswerMemory
-from relmerge.stages.semantic.block import BlockDecider, BlockResult
-from relmerge.stages.units import Originals, Unit
+from relmerge.units import Originals, Unit
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -80,7 +81,7 @@ def compact(
 
 async def decide_chunk(
     config: DeduplicateRelationsConfig,
-    memory: AnswerMemory | None,
+    memory: Remembered | None,
     originals: list[ExtractedRelation],
     jobs: list[BlockJob],
     gateway: Any,

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from relmerge.decide.merged import joined_description
 from relmerge.prompts.base import TRUNCATED
 from relmerge.providers.base import LLMRequest, LLMResult, Usage
 from relmerge.providers.fake import request_records
@@ -26,11 +27,14 @@ _TASK_LINE = re.compile(r"^Task: (\w+)", re.MULTILINE)
 _FIELDS = ("type", "name", "description", "attributes")
 
 
-def gold_fields(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's semantic fields as a careful model would write them back: without the
-    marker the prompt puts on a shortened description."""
+def gold_fields(record: Mapping[str, Any], *others: Mapping[str, Any]) -> dict[str, Any]:
+    """A group's semantic fields as a careful model would write them: the first record's,
+    with every record's distinct description kept, without the marker the prompt puts on
+    a shortened description."""
     fields = {key: record[key] for key in _FIELDS}
-    fields["description"] = fields["description"].replace(f" {TRUNCATED}", "")
+    fields["description"] = joined_description(
+        r["description"].replace(f" {TRUNCATED}", "") for r in (record, *others)
+    )
     return fields
 
 
@@ -106,11 +110,11 @@ class GoldJudge:
         groups = self._groups(records, rng)
         if task == "relation_merge":
             if len(groups) == 1:
-                return {"relation": gold_fields(records[0])}
+                return {"relation": gold_fields(*records)}
             return {
                 "relations": [
                     {
-                        **gold_fields(records[g[0]]),
+                        **gold_fields(*(records[i] for i in g)),
                         "relation_ids": [records[i]["relation_id"] for i in g],
                     }
                     for g in groups
@@ -125,7 +129,7 @@ class GoldJudge:
                     "Node2": records[g[0]]["target_entity_name"],
                     "Relation": records[g[0]]["name"],
                     "Type": records[g[0]]["type"],
-                    "Description": gold_fields(records[g[0]])["description"],
+                    "Description": gold_fields(*(records[i] for i in g))["description"],
                     "Attr": records[g[0]].get("attributes", {}),
                     "merge_tag": True,
                 }

@@ -36,7 +36,7 @@ from relmerge.report.model import (
 from relmerge.report.reading import JsonlObjects, Reservoir, input_records, read_json, relation_file
 
 SCORE_SAMPLE = 50_000  # scored decisions kept for the histograms
-EXTRA_THRESHOLDS = ("auto_merge_name_cosine", "auto_merge_min_cosine", "auto_merge_detail_cosine")
+EXTRA_THRESHOLDS = ("auto_merge_description_cosine", "auto_keep_description_cosine")
 SETTINGS = (
     "semantic_merge",
     "unsure_policy",

@@ -1,43 +1,20 @@
-"""Remembered answers: a person's merge / keep_both for a pair of relations in a context.
+"""Where a person's answers are kept: in memory, and appended to a JSONL file.
 
-The key covers what the question is about — both relations' content (type, name,
-description, attributes; not ids or chunks) and the entity context (names, profiles) —
-so the same question is never asked twice: by the judge, by a later batch, by another run.
+The pair key (what a question is about) is the kernel's: ``relmerge.decide.memory``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
+from relmerge.decide.memory import ANSWERS, Answer, pair_key
 from relmerge.prompts.context import EntityContext
 
-Answer = Literal["merge", "keep_both"]
-ANSWERS = ("merge", "keep_both")
-
-
-def _content(relation: Mapping[str, Any]) -> bytes:
-    return orjson.dumps(
-        {
-            "type": relation["type"],
-            "name": relation["name"],
-            "description": relation["description"],
-            "attributes": relation.get("attributes") or {},
-        },
-        option=orjson.OPT_SORT_KEYS,
-    )
-
-
-def pair_key(a: Mapping[str, Any], b: Mapping[str, Any], entities: Sequence[EntityContext]) -> str:
-    """Order-free key of the question "do ``a`` and ``b`` state the same fact here?"."""
-    relations = sorted((_content(a), _content(b)))
-    context = sorted(orjson.dumps([e.name, e.profile or ""]) for e in entities)
-    digest = hashlib.sha256(b"\n".join([*relations, b"--", *context])).hexdigest()
-    return digest[:32]
+__all__ = ["ANSWERS", "Answer", "AnswerMemory", "entities_of", "memory_from_answers", "pair_key"]
 
 
 class AnswerMemory:

@@ -15,14 +15,16 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.merged import joined_description
 from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel
 from relmerge.stages.identical import merge_identical
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
-from relmerge.stages.units import Originals, Unit, member_ids, merge_units
+from relmerge.units import Originals, Unit, member_ids, merge_units
 
 ExactKey = tuple[str, str, str, str]
 Pair = frozenset[tuple[int, ...]]
@@ -219,7 +221,7 @@ class ExactStage:
             results = []
             for part in answer:
                 members = [unit for unit in batch if unit.relation.relation_id in part.relation_ids]
-                merged = merge_units(members, self.originals, part.fields)
+                merged = merge_units(members, self.originals, self._fields(members, part.fields))
                 for other in rest:
                     if any(_pair(member, other) in distinct for member in members):
                         distinct.add(_pair(merged, other))
@@ -241,6 +243,16 @@ class ExactStage:
         self.on_group_done(1)
         learnt = {pair for pair in distinct if pair not in (known or set())}
         return _GroupResult(parts, learnt, decisions)
+
+    def _fields(self, members: list[Unit], fields: dict[str, Any]) -> dict[str, Any]:
+        """The LLM's merged fields, unless it saw a member cut short: then the members'
+        distinct descriptions are kept instead of its text (nothing dropped unseen)."""
+        limit = self.config.prompt_description_chars
+        if len(members) < 2 or all(len(u.relation.description) <= limit for u in members):
+            return fields
+        indices = sorted(i for unit in members for i in unit.members)
+        described = joined_description(self.originals[i].description for i in indices)
+        return {**fields, "description": described}
 
     def _failed(self, group: list[Unit], failure: GroupFailed, round_number: int) -> _GroupResult:
         representative = min(group, key=lambda unit: unit.first).relation

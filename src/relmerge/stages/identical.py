@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from relmerge.decide.merged import rule_fields
 from relmerge.normalize import normalize_description, normalize_key_text
-from relmerge.stages.units import Originals, Unit, merge_units
+from relmerge.units import Originals, Unit, merge_units
 
 
 def attributes_compatible(left: dict[str, str], right: dict[str, str]) -> bool:
@@ -49,17 +50,8 @@ def merge_identical(
         if len(bucket) == 1:
             result.append(bucket[0])
             continue
-        representative = bucket[0].relation
-        attributes: dict[str, str] = {}
-        for unit in bucket:
-            for key, value in unit.relation.attributes.items():
-                attributes.setdefault(key, value)
-        fields = {
-            "type": representative.type,
-            "name": representative.name,
-            "description": representative.description,
-            "attributes": attributes,
-        }
+        members = [originals[i] for i in sorted(i for unit in bucket for i in unit.members)]
+        fields = rule_fields(members, bucket[0].relation)
         result.append(merge_units(bucket, originals, fields))
         merged.append(bucket)
     result.sort(key=lambda unit: unit.first)

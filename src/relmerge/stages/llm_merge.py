@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.retry import GroupFailed, ask_validated
 from relmerge.prompts import merge_relations
 from relmerge.providers.base import LanguageModel, LLMResult
-from relmerge.stages.llm_retry import GroupFailed, ask_validated
-from relmerge.stages.units import Unit
+from relmerge.units import Unit
 
 __all__ = ["GroupFailed", "ask_merge"]
 

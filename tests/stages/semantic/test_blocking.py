@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from relmerge.model import ExtractedRelation
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
-from relmerge.stages.units import Unit
+from relmerge.units import Unit
 from tests.factories import record
 
 

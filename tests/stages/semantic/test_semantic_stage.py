@@ -15,7 +15,6 @@ from tests.factories import record, run_step
 # Rules decide less, so that the LLM path is exercised.
 LLM_ONLY: dict[str, Any] = {
     "auto_merge_cosine": None,
-    "auto_merge_name_cosine": None,
     "auto_keep_cosine": -1.0,
 }
 
@@ -245,3 +244,72 @@ async def test_prompt_injection_cannot_merge_outside_the_block() -> None:
     assert len(set(output.relation_id_mapping.values())) == 4  # every answer was invalid
     user = llm.requests[0].messages[1].content
     assert user.index(injection.replace('"', '\\"')) > user.index("```json")
+
+
+def fused(description: str):
+    """A cluster answer that merges every record into one relation with ``description``."""
+
+    def script(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+        ids = [r["relation_id"] for r in records]
+        first = records[0]
+        entry = {
+            "relation_id": ids[0],
+            "Node1": first["source_entity_name"],
+            "Node2": first["target_entity_name"],
+            "Relation": first["name"],
+            "Type": first["type"],
+            "Description": description,
+            "Attr": {},
+        }
+        return {"relation_list": [entry], "mapping_table": {ids[0]: ids}}
+
+    return script
+
+
+THREE = [
+    norrbeck("d1", "acquired", "Norrbeck acquired Quill Labs."),
+    norrbeck("d2", "bought", "The purchase closed in spring."),
+    norrbeck("d3", "acquired", "Quill's staff moved to Norrbeck's campus."),
+]
+
+
+async def test_a_rule_merge_keeps_every_member_description() -> None:
+    records = [
+        record("k1", description="Ada Lind has led Norrbeck as its chief since the firm began."),
+        record(
+            "k2", description="Ada Lind has led Norrbeck as its chief since the firm began. Still."
+        ),
+        record("k3", description="Ada Lind has led Norrbeck as its chief since the firm began"),
+    ]
+    output, _, _ = await run_step(records, None, embedder=HashEmbedder())
+    (merged,) = output.relations
+    # k3 is k1 once normalised, k1 is inside k2: the merged text is k2's, which holds both.
+    assert merged.description == records[1]["description"]
+
+
+async def test_a_pairwise_verdict_merge_joins_the_descriptions() -> None:
+    output, _, _ = await run_step(
+        THREE[:2], ScriptedLLM(map_all), embedder=HashEmbedder(), **LLM_ONLY
+    )
+    (merged,) = output.relations
+    assert merged.description == "Norrbeck acquired Quill Labs.\nThe purchase closed in spring."
+
+
+async def test_an_llm_merge_of_whole_descriptions_is_the_llms_text() -> None:
+    llm = ScriptedLLM(fused("Norrbeck bought Quill Labs in spring and moved its staff."))
+    output, _, _ = await run_step(THREE, llm, embedder=HashEmbedder(), **LLM_ONLY)
+    (merged,) = output.relations
+    assert merged.description == "Norrbeck bought Quill Labs in spring and moved its staff."
+
+
+async def test_an_llm_that_saw_a_member_cut_short_does_not_write_the_merge() -> None:
+    long = norrbeck("d4", "acquired", "Norrbeck acquired Quill Labs. " + "Details. " * 40)
+    llm = ScriptedLLM(fused("Norrbeck bought Quill Labs."))
+    output, _, _ = await run_step(
+        [*THREE[:2], long], llm, embedder=HashEmbedder(), prompt_description_chars=100, **LLM_ONLY
+    )
+    (merged,) = output.relations
+    assert merged.description.split("\n") == [
+        "The purchase closed in spring.",
+        long["description"].strip(),
+    ]  # d1's text is inside d4's, so it is not repeated

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relmerge.stages.units import Unit
+from relmerge.units import Unit
 
 BlockKey = frozenset[str]
 

@@ -8,7 +8,7 @@ The pass runs after all chunks of blocks: :class:`EntityReport` collects each ch
 relations (ids and names) and parks their vectors in a temporary file, so the report
 holds no vector in memory beyond one entity's list at a time. A report also
 needs the two other endpoints' names to be alike (token-set fuzzy ≥ 90 or name cosine ≥
-0.85), so that "Jiangsu has subdivision Nanjing" and "… Nantong" are not reported.
+0.85), so that "a province has subdivision Linwood" and "… Linford" are not reported.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from rapidfuzz import fuzz
 from relmerge.model import IssueResolution, IssueSubject, StepIssue
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.embedding import EmbeddingModel, Vectors
-from relmerge.stages.semantic.text import UnitVectors
-from relmerge.stages.units import Unit
+from relmerge.stages.semantic.text import Rows
+from relmerge.units import Unit
 
-# Names must look alike ("Norrbeck Systems" / "Norrbeck Systems Inc.") or mean the same
-# across languages ("Shanghai" / "上海市"); "Hangzhou" / "Taizhou" (fuzzy 67) must not.
+# Names must look alike ("Acme Systems" / "Acme Systems Inc.") or mean the same across
+# languages ("Munich" / "慕尼黑"); "Linwood" / "Linford" (fuzzy 71) must not.
 _NAME_FUZZY = 90.0
 _NAME_COSINE = 0.85
 
@@ -51,8 +51,8 @@ class EntityReport:
     def _number(self, table: dict[str, int], value: str) -> int:
         return table.setdefault(value, len(table))
 
-    def add(self, units: Sequence[Unit], vectors: UnitVectors) -> None:
-        """One chunk's units (and their vectors, as rows)."""
+    def add(self, units: Sequence[Unit], vectors: Rows) -> None:
+        """One chunk's units (and their relation vectors, as rows)."""
         if self.limit <= 0 or not units:
             return
         for start in range(0, len(units), 4096):  # a slice at a time: no copy of them all

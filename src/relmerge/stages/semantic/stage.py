@@ -1,30 +1,35 @@
-"""The semantic stage (seeds 000 + 001): blocks → scores → tiers → LLM → merged units."""
+"""The semantic stage (seeds 000 + 001): embed → blocks → the kernel decides → merged units.
+
+A thin driver: it embeds descriptions and names, cuts the chunk into blocks, hands them
+to an engine that decides each through the kernel (``relmerge.decide``), and turns the
+clusters into merged units.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, overload
 
-import numpy as np
-import numpy.typing as npt
-
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.engines.base import BlockEngine, BlockJob, LocalEngine
+from relmerge.decide.block import BlockDecider, BlockResult, cluster_lead
+from relmerge.decide.features import RelationFeatures, relation_features
+from relmerge.decide.job import BlockJob
+from relmerge.decide.lexicon import lexicon_for
+from relmerge.decide.memory import Remembered
+from relmerge.decide.merged import rule_fields
+from relmerge.decide.text import embedding_text
+from relmerge.engines.base import BlockEngine, LocalEngine
 from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
-from relmerge.providers.embedding import EmbeddingModel, Vectors
-from relmerge.review.memory import AnswerMemory
-from relmerge.stages.semantic.block import BlockDecider, BlockResult, cluster_lead
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
-from relmerge.stages.semantic.features import RelationFeatures, relation_features
-from relmerge.stages.semantic.lexicon import Lexicon, TermSet, load_lexicon
 from relmerge.stages.semantic.neighbours import EntityReport
-from relmerge.stages.semantic.text import UnitVectors, embed_units, embedding_text
-from relmerge.stages.units import Originals, Unit, merge_units
+from relmerge.stages.semantic.text import RelationRows, UnitVectors, embed_units
+from relmerge.units import Originals, Unit, merge_units
 
 Pair = frozenset[tuple[int, ...]]
 
@@ -43,40 +48,15 @@ class SemanticOutcome:
     tier_counts: dict[str, int] = field(default_factory=dict)
 
 
-def _lexicon(config: DeduplicateRelationsConfig) -> Lexicon:
-    lexicon = load_lexicon()
-    if not config.symmetric_relations:
-        return lexicon
-    extra = TermSet([*lexicon.symmetric.terms, *config.symmetric_relations])
-    return replace(lexicon, symmetric=extra, name_cache={})
-
-
-def _deterministic_fields(units: Sequence[Unit], lead: Unit) -> dict[str, Any]:
-    """Fields of a rule-based merge: the ``lead``'s (see ``cluster_lead``), with the
-    attributes of every member, first seen wins."""
-    representative = lead.relation
-    attributes: dict[str, str] = {}
-    for unit in sorted(units, key=lambda u: u.first):
-        for key, value in unit.relation.attributes.items():
-            attributes.setdefault(key, value)
-    return {
-        "type": representative.type,
-        "name": representative.name,
-        "description": representative.description,
-        "attributes": attributes,
-    }
-
-
 @dataclass
 class PreparedUnits:
-    """Units with their features, text vectors and name vectors (rows of ``name_matrix``
-    picked by ``name_index``), ready to be decided."""
+    """Units with their features, description vectors and name vectors, ready to be
+    decided."""
 
     units: Sequence[Unit]
     features: list[RelationFeatures]
-    vectors: UnitVectors
-    name_matrix: Vectors
-    name_index: npt.NDArray[np.intp]
+    descriptions: UnitVectors
+    names: UnitVectors
 
 
 class LazyJobs(Sequence[BlockJob]):
@@ -112,13 +92,15 @@ class SemanticStage:
         entities: Mapping[str, EntityContext] | None = None,
         known_distinct: set[Pair] | None = None,
         on_block_done: Callable[[int], None] = lambda n: None,
-        memory: AnswerMemory | None = None,
+        memory: Remembered | None = None,
         engine: BlockEngine | None = None,
         report: EntityReport | None = None,
+        shared_names: frozenset[str] = frozenset(),
     ) -> None:
         """``engine`` decides the blocks (default: :class:`LocalEngine`, this process);
         ``report`` collects the units for the cross-block entity report (run after all
-        chunks of blocks)."""
+        chunks of blocks); ``shared_names`` are the batch's names that prove nothing
+        (see ``relmerge.decide.scores``)."""
         self.config = config
         self.llm = llm
         self.embedder = embedder
@@ -126,9 +108,10 @@ class SemanticStage:
         self.entities = entities or {}
         self.known_distinct = known_distinct or set()
         self.on_block_done = on_block_done
-        self.lexicon = _lexicon(config)
+        self.lexicon = lexicon_for(config)
         self.engine: BlockEngine = engine or LocalEngine()
         self.report = report
+        self.shared_names = shared_names
         self._decider = BlockDecider(
             config, llm, originals, asyncio.Semaphore(config.concurrency), memory
         )
@@ -149,34 +132,27 @@ class SemanticStage:
         embedding = asyncio.ensure_future(embed_units(texts, self.embedder))
         await asyncio.sleep(0)  # the embedding starts (in threads) before the features
         try:
-            features = [relation_features(unit.relation, self.lexicon) for unit in units]
+            features = [
+                relation_features(unit.relation, self.lexicon, self.shared_names) for unit in units
+            ]
         except BaseException:
             embedding.cancel()
             raise
-        vectors = await embedding
-        # Names repeat a lot ("related", "下辖"): embed and keep each distinct name once.
-        names = list(dict.fromkeys(unit.relation.name for unit in units))
-        name_rows = {name: row for row, name in enumerate(names)}
-        name_matrix = await self.embedder.embed(names)
-        name_index = np.array([name_rows[unit.relation.name] for unit in units])
-        return PreparedUnits(units, features, vectors, name_matrix, name_index)
+        descriptions = await embedding
+        # Names repeat a lot ("related", "下辖"): each distinct name is embedded once.
+        names = await embed_units([unit.relation.name for unit in units], self.embedder)
+        return PreparedUnits(units, features, descriptions, names)
 
     async def decide(self, prepared: PreparedUnits) -> SemanticOutcome:
         """Blocks → scores → tiers → LLM → merged units."""
-        units, features, vectors = prepared.units, prepared.features, prepared.vectors
+        units, features = prepared.units, prepared.features
         outcome = SemanticOutcome(units=[])
         blocks = make_blocks(units)
         outcome.pair_counts = block_pair_counts(blocks)
         multi = [members for members in blocks.values() if len(members) > 1]
         jobs = LazyJobs(
             multi,
-            lambda members: self._job(
-                units,
-                members,
-                features,
-                vectors,
-                prepared.name_matrix[prepared.name_index[members]],
-            ),
+            lambda members: self._job(units, members, prepared),
         )
         results = await self.engine.decide_blocks(self._decider, jobs, self.on_block_done)
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
@@ -186,19 +162,12 @@ class SemanticStage:
         outcome.units = sorted(final, key=lambda unit: unit.first)
         outcome.merge_count = len(units) - len(outcome.units)
         if self.report is not None:
-            self.report.add(units, vectors)
+            self.report.add(units, RelationRows(prepared.descriptions, prepared.names))
         for decision in outcome.decisions:
             outcome.tier_counts[decision.tier] = outcome.tier_counts.get(decision.tier, 0) + 1
         return outcome
 
-    def _job(
-        self,
-        units: Sequence[Unit],
-        members: list[int],
-        features: Sequence[RelationFeatures],
-        vectors: UnitVectors,
-        names: Vectors,
-    ) -> BlockJob:
+    def _job(self, units: Sequence[Unit], members: list[int], prepared: PreparedUnits) -> BlockJob:
         """Everything the block needs to be decided anywhere (see ``engines.base``)."""
         local = [units[i] for i in members]
         known: frozenset[tuple[int, int]] = frozenset()
@@ -214,7 +183,12 @@ class SemanticStage:
             self._entity(first.target_entity_id, first.target_entity_name),
         )
         return BlockJob(
-            local, [features[i] for i in members], vectors[members], names, known, entities
+            local,
+            [prepared.features[i] for i in members],
+            prepared.descriptions[members],
+            prepared.names[members],
+            known,
+            entities,
         )
 
     def _apply(
@@ -253,13 +227,11 @@ class SemanticStage:
         for cluster in result.clusters:
             cluster_units = [local[i] for i in cluster]
             lead = local[cluster_lead(cluster, symmetric)]
-            fields = next((result.fields[i] for i in cluster if i in result.fields), None)
-            merged.append(
-                merge_units(
-                    cluster_units,
-                    self.originals,
-                    fields or _deterministic_fields(cluster_units, lead),
-                    lead,
-                )
-            )
+            written = result.fields.get(cluster[0])
+            if written is not None and written.members == frozenset(cluster):
+                fields = written.fields  # an LLM merged exactly these, seeing them whole
+            else:
+                members = sorted(i for unit in cluster_units for i in unit.members)
+                fields = rule_fields([self.originals[i] for i in members], lead.relation)
+            merged.append(merge_units(cluster_units, self.originals, fields, lead))
         return merged

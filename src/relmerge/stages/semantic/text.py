@@ -1,35 +1,27 @@
-"""The text of a relation for scoring.
+"""The semantic stage's vectors: each distinct description embedded once, rows looked up.
 
-Inside a block both endpoints are the same entities, so the embedded text is the relation
-itself — name, description, attribute values — without endpoint names or type label:
-on the dev set that keeps same-fact pairs apart from different-fact pairs far better
-(pairs at cosine ≥ 0.8 are 98% same-fact, against 81% when names and type are included),
-and type labels differ by language ("空间关系" / "spatial") without changing the fact.
+What is embedded is the kernel's choice (``relmerge.decide.text``); this module keeps the
+vectors of a chunk's units without a copy per unit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from relmerge.model import ExtractedRelation
-from relmerge.normalize import normalize_key_text
+from relmerge.decide.scores import relation_vectors
 from relmerge.providers.embedding import EmbeddingModel, Vectors
-from relmerge.stages.semantic.lexicon import load_lexicon
-
-GENERIC_NAMES = load_lexicon().generic
 
 
-def embedding_text(relation: ExtractedRelation, description_chars: int) -> str:
-    """Name, description and attribute values; a generic name ("related") is left out, as
-    it would pull every relation of a GraphRAG or LightRAG graph towards every other."""
-    description = relation.description[:description_chars]
-    attributes = " ".join(f"{k}: {v}" for k, v in relation.attributes.items())
-    if description == relation.name or normalize_key_text(relation.name) in GENERIC_NAMES:
-        return f"{description} {attributes}".strip()
-    return f"{relation.name}: {description} {attributes}".strip()
+class Rows(Protocol):
+    """Vectors of units, looked up by unit index (a small matrix per call)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, indices: Sequence[int] | npt.NDArray[np.intp]) -> Vectors: ...
 
 
 class UnitVectors:
@@ -50,6 +42,20 @@ class UnitVectors:
     def __getitem__(self, indices: Sequence[int] | npt.NDArray[np.intp]) -> Vectors:
         block: Vectors = self.matrix[self.rows[np.asarray(indices, dtype=np.intp)]]
         return block
+
+
+class RelationRows:
+    """Relation vectors (description + name, normalised) computed for the rows asked."""
+
+    def __init__(self, descriptions: UnitVectors, names: UnitVectors) -> None:
+        self.descriptions = descriptions
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.descriptions)
+
+    def __getitem__(self, indices: Sequence[int] | npt.NDArray[np.intp]) -> Vectors:
+        return relation_vectors(self.descriptions[indices], self.names[indices])
 
 
 async def embed_units(texts: Sequence[str], embedder: EmbeddingModel) -> UnitVectors:

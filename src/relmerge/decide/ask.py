@@ -1,6 +1,6 @@
-"""Ask the LLM about one block: ``relation_cluster`` for many records, ``relation_judge``
-for two. Retries tell the model what was invalid; a block that never gets a valid answer
-keeps what the tiers decided and is reported."""
+"""Validated asks: ``relation_cluster`` for many records, ``relation_judge`` for a
+candidate against existing ones. Retries tell the model what was invalid (``retry``); a
+question that never gets a valid answer raises ``GroupFailed`` for its caller to record."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.retry import ask_validated
 from relmerge.prompts import cluster_relations, judge_pair
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, LLMResult
-from relmerge.stages.llm_retry import ask_validated
 
 
 async def ask_cluster(

@@ -4,8 +4,10 @@ The block's units are first clustered by the tiers' automatic merges (strongest 
 never across a keep). If undecided pairs remain between clusters and an LLM is available,
 the clusters go to it — one request per batch of at most ``semantic_batch_size`` records,
 ``semantic_batch_count`` batches per round; each batch marks its pairs as judged, so every
-round makes progress and the loop ends. Hard keeps (direction, earlier splits) bind the
-LLM too; its merges across soft keeps (guards, low scores) are accepted: it saw the context.
+round makes progress and the loop ends. Hard keeps (known direction, other endpoints,
+earlier splits) bind the LLM too; its merges across soft keeps (guards, low scores, a
+direction nobody knew) are accepted: it saw the records, their directions and the profiles.
+With no LLM, every undecided pair stays apart and is written for review.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from itertools import combinations
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.ask import ask_cluster, ask_judge
+from relmerge.decide.clarify import clarification
+from relmerge.decide.clustering import ConstrainedClusters
+from relmerge.decide.memory import Remembered, remembered
+from relmerge.decide.merged import joined_description
+from relmerge.decide.retry import FAILED, GroupFailed
+from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision
+from relmerge.prompts.base import truncate
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.base import LanguageModel
-from relmerge.review.memory import AnswerMemory, pair_key
-from relmerge.stages.llm_retry import FAILED, GroupFailed
-from relmerge.stages.semantic.clarify import clarification
-from relmerge.stages.semantic.clustering import ConstrainedClusters
-from relmerge.stages.semantic.llm_ask import ask_cluster, ask_judge
-from relmerge.stages.semantic.tiers import PairDecision, Verdict
-from relmerge.stages.units import Originals, Unit, member_ids
+from relmerge.units import Originals, Unit, member_ids
 
 
 def _shape(batch: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
@@ -47,10 +51,19 @@ def cluster_lead(cluster: Sequence[int], symmetric: Sequence[bool]) -> int:
     return next((i for i in cluster if i < len(symmetric) and not symmetric[i]), cluster[0])
 
 
+@dataclass(frozen=True)
+class MergedFields:
+    """An LLM's merged fields and the units it saw whole when it wrote them: they stand
+    for a cluster only if the cluster is exactly those units (see ``relmerge.decide.merged``)."""
+
+    members: frozenset[int]
+    fields: dict[str, Any]
+
+
 @dataclass
 class BlockResult:
     clusters: list[list[int]]  # local unit indices
-    fields: dict[int, dict[str, Any]] = field(default_factory=dict)  # local index -> fields
+    fields: dict[int, MergedFields] = field(default_factory=dict)  # first member -> fields
     decisions: list[Decision] = field(default_factory=list)
     clarifications: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
@@ -65,41 +78,13 @@ class BlockDecider:
         llm: LanguageModel,
         originals: Originals,
         limit: asyncio.Semaphore,
-        memory: AnswerMemory | None = None,
+        memory: Remembered | None = None,
     ) -> None:
         self.config = config
         self.llm = llm
         self.originals = originals
         self._limit = limit
         self.memory = memory
-
-    def _remembered(
-        self,
-        units: Sequence[Unit],
-        pairs: Sequence[PairDecision],
-        entities: tuple[EntityContext, EntityContext],
-    ) -> list[PairDecision]:
-        """Undecided pairs a person already answered take that answer (tier remembered)."""
-        if self.memory is None or not len(self.memory):
-            return list(pairs)
-        resolved = []
-        for p in pairs:
-            answer = None
-            if p.verdict == "undecided":
-                key = pair_key(
-                    units[p.a].relation.to_dict(), units[p.b].relation.to_dict(), entities
-                )
-                answer = self.memory.get(key)
-            if answer is None:
-                resolved.append(p)
-            else:
-                verdict: Verdict = "merge" if answer == "merge" else "keep"
-                resolved.append(
-                    PairDecision(
-                        p.a, p.b, verdict, "remembered", hard=verdict == "keep", scores=p.scores
-                    )
-                )
-        return resolved
 
     def _ids(self, units: Sequence[Unit]) -> list[str]:
         return member_ids(units, self.originals)
@@ -112,7 +97,7 @@ class BlockDecider:
         symmetric: Sequence[bool] = (),
     ) -> BlockResult:
         """``symmetric`` flags each unit whose name is symmetric (see :func:`cluster_lead`)."""
-        pairs = self._remembered(units, pairs, entities)
+        pairs = remembered(pairs, [u.relation for u in units], entities, self.memory)
         hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
         scores = {(p.a, p.b): p.scores for p in pairs}
         result = BlockResult(clusters=[])
@@ -261,17 +246,18 @@ class BlockDecider:
         cluster: list[int],
         forward: tuple[str, str],
         symmetric: Sequence[bool],
-    ) -> dict[str, Any]:
-        originals = self._ids([units[i] for i in cluster])
-        record = directed_record(
-            units[cluster_lead(cluster, symmetric)].relation,
-            forward,
-            self.config.prompt_description_chars,
-        )
-        if len(originals) > 1:
-            record["mentions"] = len(originals)
-            record["merged_from"] = originals[:5]
-        return record
+    ) -> tuple[dict[str, Any], bool]:
+        """The cluster as the LLM sees it, and whether it sees every member's whole text:
+        a merged cluster shows the distinct descriptions of all its members."""
+        members = sorted(i for c in cluster for i in units[c].members)
+        chars = self.config.prompt_description_chars
+        record = directed_record(units[cluster_lead(cluster, symmetric)].relation, forward, chars)
+        text = joined_description(self.originals[i].description for i in members)
+        if len(members) > 1:
+            record["description"] = truncate(text, chars)
+            record["mentions"] = len(members)
+            record["merged_from"] = [self.originals[i].relation_id for i in members[:5]]
+        return record, len(text) <= chars
 
     async def _ask_batch(
         self,
@@ -284,7 +270,8 @@ class BlockDecider:
         symmetric: Sequence[bool],
     ) -> None:
         forward = (entities[0].entity_id, entities[1].entity_id)
-        records = [self._record(units, cluster, forward, symmetric) for cluster in batch]
+        shown = [self._record(units, cluster, forward, symmetric) for cluster in batch]
+        records = [record for record, _ in shown]
         groups: list[list[int]]
         unsure: list[list[int]]
         fields: dict[int, dict[str, Any]] = {}
@@ -305,8 +292,13 @@ class BlockDecider:
             members = [m for index in group for m in batch[index]]
             refused = final.join_all(members)
             applied = [m for m in members if m not in refused]
-            if position in fields and len(applied) > 1:
-                result.fields[min(applied)] = fields[position]
+            if (
+                position in fields
+                and len(applied) > 1
+                and not refused
+                and all(shown[index][1] for index in group)
+            ):
+                result.fields[min(applied)] = MergedFields(frozenset(members), fields[position])
             result.decisions.append(
                 Decision(
                     member_ids=self._ids([units[m] for m in members]),

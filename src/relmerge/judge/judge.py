@@ -1,11 +1,14 @@
 """``RelationJudge``: is a new relation a duplicate of the ones a live graph already has?
 
 For apps that keep a graph up to date (seed 000): a new relation arrives for a pair of
-entities; the tiers settle the obvious cases without an LLM, the LLM sees both entities'
-profiles and *all* existing relations of the pair when the tiers cannot decide, and a
-person answers when the LLM is unsure. Answers are remembered.
+entities; the kernel's tiers settle the obvious cases without an LLM, the LLM sees both
+entities' profiles and *all* existing relations of the pair when the tiers cannot decide,
+and a person answers when the LLM is unsure. Answers are remembered. Pairs are scored,
+tiered and looked up in the memory by the same kernel code as a batch's blocks
+(``relmerge.decide``).
 
->>> >>> from relmerge import RelationJudge
+>>> import asyncio
+>>> from relmerge import RelationJudge
 >>> from relmerge.providers.embedding import HashEmbedder
 >>> judge = RelationJudge(embedder=HashEmbedder())
 >>> verdict = asyncio.run(judge.check("ally in the quest", ["ally in the quest"]))
@@ -16,106 +19,45 @@ person answers when the LLM is unsure. Answers are remembered.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
-from rapidfuzz import fuzz
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.errors import InputError
+from relmerge.decide.ask import ask_judge
+from relmerge.decide.clarify import clarification
+from relmerge.decide.features import relation_features
+from relmerge.decide.job import score_pairs
+from relmerge.decide.lexicon import lexicon_for
+from relmerge.decide.memory import pair_key, remembered
+from relmerge.decide.retry import GroupFailed
+from relmerge.decide.text import embedding_text
+from relmerge.decide.tiers import PairDecision
+from relmerge.judge.batch import check_batch
+from relmerge.judge.checks import (
+    JudgeContext,
+    PendingCheck,
+    RelationLike,
+    Verdict,
+    as_relation,
+)
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.review.clarifiers import Clarifier
-from relmerge.review.memory import AnswerMemory, pair_key
-from relmerge.stages.llm_retry import GroupFailed
-from relmerge.stages.semantic.clarify import clarification
-from relmerge.stages.semantic.features import relation_features
-from relmerge.stages.semantic.lexicon import load_lexicon
-from relmerge.stages.semantic.llm_ask import ask_judge
-from relmerge.stages.semantic.text import embedding_text
-from relmerge.stages.semantic.tiers import PairDecision, decide_pair
+from relmerge.review.memory import AnswerMemory
 
-RelationLike = ExtractedRelation | dict[str, Any] | str
+__all__ = ["JudgeContext", "RelationJudge", "RelationLike", "Verdict"]
 
-
-@dataclass(frozen=True)
-class JudgeContext:
-    """The two entities of the pair: names, profiles (background, arc), optional ids."""
-
-    source_name: str = "A"
-    target_name: str = "B"
-    source_profile: str | None = None
-    target_profile: str | None = None
-    source_id: str = "source"
-    target_id: str = "target"
-
-    def entities(self) -> tuple[EntityContext, EntityContext]:
-        return (
-            EntityContext(self.source_id, self.source_name, self.source_profile),
-            EntityContext(self.target_id, self.target_name, self.target_profile),
-        )
+_KEEP_REASONS = {
+    "endpoints": "the relations are not between the same two entities",
+    "direction": "reversed direction of a directed relation",
+    "known_distinct": "judged distinct before",
+    "remembered": "a person answered this question before",
+}
 
 
-@dataclass(frozen=True)
-class PendingCheck:
-    """A check the tiers could not settle: what the LLM or a person must decide."""
-
-    new: ExtractedRelation
-    olds: list[ExtractedRelation]
-    pairs: list[PairDecision]
-    undecided: list[PairDecision]
-    entities: tuple[EntityContext, EntityContext]
-    scores: dict[str, float]
-    reason: str
-
-
-class Verdict(BaseModel):
-    """The judge's answer for one candidate."""
-
-    decision: Literal["merge", "keep_both"]
-    tier: str = Field(description="Who decided: fuzzy_high, fuzzy_low, guard, llm, human, …")
-    scores: dict[str, float] = Field(default_factory=dict)
-    matched_relation_id: str | None = None
-    reason: str = ""
-    llm_requests: int = 0
-    question_id: str | None = Field(
-        None, description="Id of the clarification left pending when the policy decided."
-    )
-
-
-def as_relation(value: RelationLike, relation_id: str, context: JudgeContext) -> ExtractedRelation:
-    """A relation from an ``ExtractedRelation``, a partial dict, or plain text (seed 000)."""
-    if isinstance(value, ExtractedRelation):
-        return value
-    if isinstance(value, str):
-        if not value.strip():
-            raise InputError("a relation given as text must not be empty")
-        value = {"name": value, "description": value}
-    if not isinstance(value, dict):
-        raise InputError(f"a relation is an ExtractedRelation, a dict or text, not {type(value)}")
-    data = {
-        "relation_id": relation_id,
-        "chunk_id": f"chunk_{relation_id}",
-        "document_id": "judge",
-        "source_entity_id": context.source_id,
-        "target_entity_id": context.target_id,
-        "source_entity_name": context.source_name,
-        "target_entity_name": context.target_name,
-        "type": "related",
-        "attributes": {},
-        "source_chunk_ids": [],
-        **value,
-    }
-    data.setdefault("description", data.get("name"))
-    data.setdefault("name", data.get("description"))
-    try:
-        return ExtractedRelation.model_validate(data)
-    except Exception as error:
-        raise InputError(f"invalid relation {relation_id!r}: {error}") from None
+def _best(pairs: Sequence[PairDecision]) -> PairDecision:
+    return max(pairs, key=lambda p: p.scores["fuzzy"] / 100 + p.scores["cosine"])
 
 
 class RelationJudge:
@@ -145,7 +87,7 @@ class RelationJudge:
         )
         self.clarifier = clarifier
         self.memory = memory if memory is not None else AnswerMemory()
-        self.lexicon = load_lexicon()
+        self.lexicon = lexicon_for(self.config)
 
     async def check(
         self,
@@ -159,8 +101,8 @@ class RelationJudge:
         if not olds:
             return Verdict(decision="keep_both", tier="policy", reason="no existing relation")
         before = self.llm.stats.requests
-        outcome = await self._rules(new, olds, context)
-        verdict = outcome if isinstance(outcome, Verdict) else await self._decide(outcome)
+        outcome = await self.rules(new, olds, context)
+        verdict = outcome if isinstance(outcome, Verdict) else await self.decide(outcome)
         return verdict.model_copy(update={"llm_requests": self.llm.stats.requests - before})
 
     async def check_many(
@@ -169,92 +111,56 @@ class RelationJudge:
         """Check many candidates with as few LLM requests as possible: the tiers first, then
         one ``relation_cluster`` request per pair of entities for all its open candidates
         (``llm_requests`` of those verdicts counts the shared request)."""
-        from relmerge.judge_batch import check_batch
-
         return await check_batch(self, checks)
 
     async def _pairs(
         self, new: ExtractedRelation, olds: list[ExtractedRelation]
     ) -> list[PairDecision]:
+        """The kernel's verdict for (candidate, each existing relation)."""
         relations = [new, *olds]
-        texts = [embedding_text(r, self.config.embedding_description_chars) for r in relations]
-        vectors = await self.embedder.embed(texts)
+        chars = self.config.embedding_description_chars
+        descriptions = await self.embedder.embed([embedding_text(r, chars) for r in relations])
         names = await self.embedder.embed([r.name for r in relations])
         features = [relation_features(r, self.lexicon) for r in relations]
-        decisions = []
-        for i in range(1, len(relations)):
-            same_direction = (new.source_entity_id, new.target_entity_id) == (
-                relations[i].source_entity_id,
-                relations[i].target_entity_id,
-            )
-            decisions.append(
-                decide_pair(
-                    0,
-                    i,
-                    (features[0], features[i]),
-                    same_direction,
-                    fuzz.ratio(features[0].text, features[i].text),
-                    float(vectors[0] @ vectors[i]),
-                    float(names[0] @ names[i]),
-                    self.config,
-                )
-            )
-        return decisions
+        pairs = [(0, i) for i in range(1, len(relations))]
+        return score_pairs(relations, features, descriptions, names, pairs, self.config)
 
-    async def _rules(
+    async def rules(
         self, new: ExtractedRelation, olds: list[ExtractedRelation], context: JudgeContext
     ) -> Verdict | PendingCheck:
         """What the tiers and remembered answers decide; a ``PendingCheck`` if nothing."""
-        pairs = await self._pairs(new, olds)
+        entities = context.entities()
+        pairs = remembered(await self._pairs(new, olds), [new, *olds], entities, self.memory)
         merges = [p for p in pairs if p.verdict == "merge"]
         if merges:
-            best = max(merges, key=lambda p: p.scores["fuzzy"] / 100 + p.scores["cosine"])
+            best = _best(merges)
             return Verdict(
                 decision="merge",
                 tier=best.tier,
                 scores=best.scores,
                 matched_relation_id=olds[best.b - 1].relation_id,
-                reason=f"tier {best.tier}: the scores are above the merge band",
+                reason=_KEEP_REASONS["remembered"]
+                if best.tier == "remembered"
+                else f"tier {best.tier}: the scores are in its merge band",
             )
         undecided = [p for p in pairs if p.verdict == "undecided"]
         best_scores = max(pairs, key=lambda p: p.scores["cosine"]).scores
         if not undecided:
-            hard = any(p.hard for p in pairs)
+            decisive = next((p for p in pairs if p.hard), pairs[0])
             return Verdict(
                 decision="keep_both",
-                tier="guard" if hard else "fuzzy_low",
+                tier=decisive.tier,
                 scores=best_scores,
-                reason="reversed direction of a non-symmetric relation"
-                if hard
-                else "the scores are below the keep band for every existing relation",
-            )
-        entities = context.entities()
-        for p in undecided:
-            answer = self.memory.get(pair_key(new.to_dict(), olds[p.b - 1].to_dict(), entities))
-            if answer == "merge":
-                return Verdict(
-                    decision="merge",
-                    tier="remembered",
-                    scores=p.scores,
-                    matched_relation_id=olds[p.b - 1].relation_id,
-                    reason="a person answered this question before",
-                )
-        if all(
-            self.memory.get(pair_key(new.to_dict(), olds[p.b - 1].to_dict(), entities))
-            == "keep_both"
-            for p in undecided
-        ):
-            return Verdict(
-                decision="keep_both",
-                tier="remembered",
-                scores=best_scores,
-                reason="a person answered this question before",
+                reason=_KEEP_REASONS.get(
+                    decisive.tier, "the scores are below the keep band for every existing relation"
+                ),
             )
         guards = sorted({g for p in undecided for g in p.guards})
-        reason = f"guards: {', '.join(guards)}" if guards else "between the bands"
+        tiers = sorted({p.tier for p in undecided})
+        reason = f"guards: {', '.join(guards)}" if guards else f"undecided ({', '.join(tiers)})"
         return PendingCheck(new, olds, pairs, undecided, entities, best_scores, reason)
 
-    async def _decide(self, pending: PendingCheck) -> Verdict:
+    async def decide(self, pending: PendingCheck) -> Verdict:
         """The LLM for one open check, then a person, then the policy."""
         reason = pending.reason
         if self.llm.available:
@@ -264,7 +170,7 @@ class RelationJudge:
             if verdict is not None:
                 return verdict
             reason = "the LLM was unsure"
-        return await self._clarify(pending, reason)
+        return await self.clarify(pending, reason)
 
     async def _ask_llm(
         self,
@@ -289,12 +195,12 @@ class RelationJudge:
         if outcome.verdict == "merge":
             index = next(i for i, r in enumerate(olds) if r.relation_id == outcome.duplicate_of)
             pair = pairs[index]
-            if pair.hard:  # the LLM may not reverse a directed relation
+            if pair.hard:  # a hard keep binds the LLM too (known direction, other endpoints)
                 return Verdict(
                     decision="keep_both",
-                    tier="guard",
+                    tier=pair.tier,
                     scores=pair.scores,
-                    reason="the LLM said merge, but the direction is reversed",
+                    reason=f"the LLM said merge, but {_KEEP_REASONS[pair.tier]}",
                 )
             return Verdict(
                 decision="merge",
@@ -306,7 +212,7 @@ class RelationJudge:
         best = max(pairs, key=lambda p: p.scores["cosine"])
         return Verdict(decision="keep_both", tier="llm", scores=best.scores, reason=outcome.reason)
 
-    async def _clarify(self, pending: PendingCheck, reason: str) -> Verdict:
+    async def clarify(self, pending: PendingCheck, reason: str) -> Verdict:
         new, olds, entities, scores = pending.new, pending.olds, pending.entities, pending.scores
         best = max(pending.undecided, key=lambda p: p.scores["cosine"])
         match = olds[best.b - 1]

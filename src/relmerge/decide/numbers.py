@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from relmerge.stages.semantic.lexicon import Lexicon
+from relmerge.decide.lexicon import Lexicon
 
 _ARABIC = re.compile(r"\d{1,3}(?:[ ,\u00a0\u202f]\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
 _CN_DIGITS = {

@@ -12,18 +12,18 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from relmerge.judge_api import (
+from relmerge.decide.ask import ask_cluster
+from relmerge.decide.retry import GroupFailed
+from relmerge.judge.checks import (
     JudgeContext,
+    Judging,
     PendingCheck,
-    RelationJudge,
     RelationLike,
     Verdict,
     as_relation,
 )
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import directed_record
-from relmerge.stages.llm_retry import GroupFailed
-from relmerge.stages.semantic.llm_ask import ask_cluster
 
 Check = tuple[RelationLike, Sequence[RelationLike], JudgeContext | None]
 
@@ -41,7 +41,7 @@ def _group_key(pending: PendingCheck) -> tuple[Any, ...]:
     return entities, olds
 
 
-async def check_batch(judge: RelationJudge, checks: Sequence[Check]) -> list[Verdict]:
+async def check_batch(judge: Judging, checks: Sequence[Check]) -> list[Verdict]:
     verdicts: list[Verdict | None] = [None] * len(checks)
     pending: dict[int, PendingCheck] = {}
     seen: dict[str, int] = {}
@@ -60,7 +60,7 @@ async def check_batch(judge: RelationJudge, checks: Sequence[Check]) -> list[Ver
                 decision="keep_both", tier="policy", reason="no existing relation"
             )
             continue
-        outcome = await judge._rules(new, olds, context)
+        outcome = await judge.rules(new, olds, context)
         if isinstance(outcome, Verdict):
             verdicts[index] = outcome
         else:
@@ -83,7 +83,7 @@ async def check_batch(judge: RelationJudge, checks: Sequence[Check]) -> list[Ver
 
 
 async def _decide_group(
-    judge: RelationJudge, members: list[int], pending: dict[int, PendingCheck]
+    judge: Judging, members: list[int], pending: dict[int, PendingCheck]
 ) -> dict[int, Verdict]:
     items = [pending[i] for i in members]
     ids = [item.new.relation_id for item in items] + [r.relation_id for r in items[0].olds]
@@ -110,12 +110,12 @@ async def _decide_group(
         matches = [m for m in (group or []) if m < old_count]
         if matches:
             pair = item.pairs[matches[0]]
-            if pair.hard:
+            if pair.hard:  # a hard keep binds the LLM too
                 verdict = Verdict(
                     decision="keep_both",
-                    tier="guard",
+                    tier=pair.tier,
                     scores=pair.scores,
-                    reason="the LLM grouped them, but the direction is reversed",
+                    reason=f"the LLM grouped them, but the rules hard-keep them ({pair.tier})",
                 )
             else:
                 verdict = Verdict(
@@ -126,7 +126,7 @@ async def _decide_group(
                     reason="the LLM grouped it with an existing relation",
                 )
         elif unsure is not None and any(m < old_count for m in unsure):
-            verdict = await judge._clarify(item, "the LLM was unsure")
+            verdict = await judge.clarify(item, "the LLM was unsure")
         else:
             verdict = Verdict(
                 decision="keep_both",
@@ -138,7 +138,7 @@ async def _decide_group(
     return decided
 
 
-async def _single(judge: RelationJudge, pending: PendingCheck) -> Verdict:
+async def _single(judge: Judging, pending: PendingCheck) -> Verdict:
     before = judge.llm.stats.requests
-    verdict = await judge._decide(pending)
+    verdict = await judge.decide(pending)
     return verdict.model_copy(update={"llm_requests": judge.llm.stats.requests - before})

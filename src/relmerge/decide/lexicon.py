@@ -1,0 +1,169 @@
+"""The guard, direction and symmetry vocabulary, loaded from ``relmerge/data/lexicon/*.toml``.
+
+Every language file is merged into one :class:`Lexicon`; terms are compiled once into
+matchers that respect word boundaries for Latin script and match CJK as substrings. The
+files hold general words of each language (see their README), never words of one data set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.normalize import normalize_key_text
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
+def _term_pattern(term: str) -> str:
+    term = normalize_key_text(term)
+    escaped = re.escape(term)
+    if _CJK.search(term):
+        return escaped
+    # Word boundaries only where the term itself starts or ends with a letter: "n'" and
+    # "n't" must match inside "n'est" and "isn't".
+    before = r"(?<!\w)" if term[0].isalnum() else ""
+    after = r"(?!\w)" if term[-1].isalnum() else ""
+    return before + escaped + after
+
+
+class TermSet:
+    """A set of terms matched in one regex pass; ``found`` returns which terms occur."""
+
+    def __init__(self, terms: list[str]) -> None:
+        self.terms = sorted({normalize_key_text(t) for t in terms if t.strip()}, key=len)[::-1]
+        self._patterns = [(t, re.compile(_term_pattern(t))) for t in self.terms]
+        joined = "|".join(f"(?:{_term_pattern(t)})" for t in self.terms)
+        self._any = re.compile(joined) if joined else None
+
+    def any_in(self, text: str) -> bool:
+        # A term can only match where its literal text occurs: the substring test is
+        # exact as a filter and far cheaper than the regex, which most texts never need.
+        if self._any is None or not any(term in text for term in self.terms):
+            return False
+        return bool(self._any.search(text))
+
+    def found(self, text: str) -> set[str]:
+        if not self.any_in(text):
+            return set()
+        return {term for term, pattern in self._patterns if pattern.search(text)}
+
+    def removed_from(self, text: str) -> str:
+        """``text`` with every occurrence of the terms blanked out (longest terms first)."""
+        if not self.any_in(text):
+            return text
+        assert self._any is not None
+        return self._any.sub(" ", text)
+
+
+@dataclass
+class Lexicon:
+    symmetric: TermSet
+    negation: TermSet
+    opposites: list[tuple[TermSet, TermSet]]
+    inverse: list[tuple[TermSet, TermSet]]
+    passive: list[re.Pattern[str]]
+    roles: dict[str, TermSet]
+    # Kinds of relation (capital of, part of, sponsor of, sued …) → their spellings.
+    predicates: dict[str, TermSet] = field(default_factory=dict)
+    ordinals: dict[str, int] = field(default_factory=dict)
+    # Normalised names that only say "some relation" (GraphRAG and LightRAG write no name).
+    generic: frozenset[str] = frozenset()
+    # Words that make a relation directed: its reversed form is another fact (R2).
+    directed: TermSet = field(default_factory=lambda: TermSet([]))
+    # Receiving / undergoing markers: "received a loan from" against "granted a loan to"
+    # is a direction flip although source and target stay where they are.
+    receiving: TermSet = field(default_factory=lambda: TermSet([]))
+    # An event (acquired, appointed, bought) and a lasting state (holds, owns, is CEO of)
+    # of one pair are two facts, even with the same numbers (R6).
+    events: TermSet = field(default_factory=lambda: TermSet([]))
+    states: TermSet = field(default_factory=lambda: TermSet([]))
+    # What each relation name (normalised) says by itself: names repeat across a batch.
+    name_cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _pairs(raw: list[list[str]]) -> list[tuple[TermSet, TermSet]]:
+    return [(TermSet([left]), TermSet([right])) for left, right in raw]
+
+
+_TERM_KEYS = (
+    "symmetric",
+    "negation",
+    "generic",
+    "directed",
+    "receiving",
+    "events",
+    "states",
+    "passive",
+)
+
+
+def _files() -> list[tuple[str, str]]:
+    folder = resources.files("relmerge.data.lexicon")
+    return [
+        (entry.name, entry.read_text(encoding="utf-8"))
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".toml")
+    ]
+
+
+def lexicon_digest() -> str:
+    """sha256 of the shipped vocabulary: part of a run's fingerprint, as it decides."""
+    digest = hashlib.sha256()
+    for name, text in _files():
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return digest.hexdigest()
+
+
+@cache
+def load_lexicon() -> Lexicon:
+    """All language files shipped in ``relmerge.data.lexicon``, merged."""
+    terms: dict[str, list[str]] = {key: [] for key in _TERM_KEYS}
+    opposites: list[list[str]] = []
+    inverse: list[list[str]] = []
+    roles: dict[str, list[str]] = {}
+    predicates: dict[str, list[str]] = {}
+    ordinals: dict[str, int] = {}
+    for _, text in _files():
+        data = tomllib.loads(text)
+        for key in _TERM_KEYS:
+            terms[key] += data.get(key, [])
+        opposites += data.get("opposites", [])
+        inverse += data.get("inverse", [])
+        for role, spellings in data.get("roles", {}).items():
+            roles.setdefault(role, []).extend(spellings)
+        for predicate, spellings in data.get("predicates", {}).items():
+            predicates.setdefault(predicate, []).extend(spellings)
+        ordinals.update(
+            {normalize_key_text(k): int(v) for k, v in data.get("ordinals", {}).items()}
+        )
+    return Lexicon(
+        symmetric=TermSet(terms["symmetric"]),
+        negation=TermSet(terms["negation"]),
+        opposites=_pairs(opposites),
+        inverse=_pairs(inverse),
+        passive=[re.compile(pattern) for pattern in terms["passive"]],
+        roles={role: TermSet(spellings) for role, spellings in roles.items()},
+        predicates={kind: TermSet(spellings) for kind, spellings in predicates.items()},
+        ordinals=ordinals,
+        generic=frozenset(normalize_key_text(name) for name in terms["generic"]),
+        directed=TermSet(terms["directed"]),
+        receiving=TermSet(terms["receiving"]),
+        events=TermSet(terms["events"]),
+        states=TermSet(terms["states"]),
+    )
+
+
+def lexicon_for(config: DeduplicateRelationsConfig) -> Lexicon:
+    """The shipped vocabulary with the config's extra symmetric relation names."""
+    lexicon = load_lexicon()
+    if not config.symmetric_relations:
+        return lexicon
+    extra = TermSet([*lexicon.symmetric.terms, *config.symmetric_relations])
+    return replace(lexicon, symmetric=extra, name_cache={})

@@ -1,0 +1,10 @@
+"""The incremental judge for apps with a live graph (seed 000): ``RelationJudge``.
+
+``checks`` holds what a check is made of, ``judge`` the judge, ``batch`` its many-at-once
+form; every pair decision is the kernel's (``relmerge.decide``).
+"""
+
+from relmerge.judge.checks import JudgeContext, PendingCheck, RelationLike, Verdict
+from relmerge.judge.judge import RelationJudge
+
+__all__ = ["JudgeContext", "PendingCheck", "RelationJudge", "RelationLike", "Verdict"]
