@@ -289,6 +289,22 @@ def calibrate(pairs: Sequence[Pair], fuzzy_keep: float) -> dict[str, Any]:
     return report
 
 
+def fixed_bands(pairs: Sequence[Pair]) -> dict[str, Any]:
+    """The bands nothing is tuned for (every set is held out for them): near-identical
+    wording (fuzzy ≥ ``auto_merge_fuzzy``, no substituted word) and the hard keeps."""
+    report: dict[str, Any] = {}
+    for tier, kind in (("fuzzy_high", "merge"), ("direction", "keep"), ("endpoints", "keep")):
+        for family in ("dev:", "real:"):
+            chosen = [p for p in pairs if p.tier == tier and p.dataset.startswith(family)]
+            good = sum(p.same if kind == "merge" else not p.same for p in chosen)
+            report[f"{tier} ({family[:-1]})"] = {
+                "decided": len(chosen),
+                "precision": good / len(chosen) if chosen else None,
+                "wrong": [p.ids for p in chosen if (p.same if kind == "keep" else not p.same)],
+            }
+    return report
+
+
 def fold_settings(report: dict[str, Any], fold: str) -> dict[str, float | None]:
     """The thresholds a fold tuned, for the bands that ship (the others stay off)."""
     settings: dict[str, float | None] = {}
@@ -381,6 +397,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     pairs = [p for data in sets for p in await pair_table(data, embedder)]
     report = calibrate(pairs, fuzzy_keep)
     show_bands(report)
+    fixed = fixed_bands(pairs)
+    print(f"\n{'fixed band (not tuned: all held out)':<48}{'decided':>9}{'precision':>11}")
+    for name, entry in fixed.items():
+        shown = "—" if entry["precision"] is None else f"{entry['precision']:.3f}"
+        print(f"{name:<48}{entry['decided']:>9}{shown:>11}")
     shipped = {band: entry["shipped"] for band, entry in report.items()}
     by_name = {data.name: data for data in sets}
     dev_rows, hard_rows = [], []
@@ -412,6 +433,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     show_rows("Real graphs (labelled census, doubtful pairs out), shipped thresholds", real_rows)
     return {
         "bands": report,
+        "fixed_bands": fixed,
         "shipped": shipped,
         "dev_held_out": dev_rows,
         "hard_pairs": hard_rows,

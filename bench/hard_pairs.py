@@ -150,34 +150,22 @@ def main() -> None:
     gold = extended_gold(load_gold(args.dev / "gold.jsonl"), load_pairs(args.dev))
     if args.base_url:
         rows = asyncio.run(judge_all(args.dev, args.base_url, args.model, args.response_format))
-        requests = sum(row["llm_requests"] for row in rows)
     else:
         with JudgeServer(GoldJudge(gold, args.error_rate)) as server:
             rows = asyncio.run(judge_all(args.dev, server.base_url))
-            requests = server.requests
-    correct = sum(1 for r in rows if r["decision"] == r["label"])
-    by_tier: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for row in rows:
-        by_tier[row["tier"]][0] += 1
-        by_tier[row["tier"]][1] += row["decision"] == row["label"]
+    figures = summary(rows)
     print(
-        f"pairs {len(rows)}  accuracy {correct / len(rows):.3f}  "
-        f"LLM requests {requests} ({requests / len(rows):.2f} per pair)"
+        f"pairs {figures['pairs']}  accuracy {figures['accuracy']:.3f}  LLM requests "
+        f"{figures['llm_requests']} ({figures['llm_requests_per_pair']:.2f} per pair)"
     )
-    for tier, (count, right) in sorted(by_tier.items()):
-        print(f"  {tier:<15} {count:>3} decided, {right:>3} right")
-    for row in rows:
-        if row["decision"] != row["label"]:
-            print(
-                f"  wrong: label {row['label']}, said {row['decision']} ({row['tier']}): "
-                f"{row['reason'][:100]}"
-            )
-    figures = {
-        "pairs": len(rows),
-        "accuracy": round(correct / len(rows), 4),
-        "llm_requests": requests,
-        "llm_requests_per_pair": round(requests / len(rows), 3),
-        "by_tier": {tier: {"decided": c, "right": r} for tier, (c, r) in by_tier.items()},
+    for tier, counts in sorted(figures["by_tier"].items()):
+        print(f"  {tier:<18} {counts['decided']:>3} decided, {counts['right']:>3} right")
+    for wrong in figures["wrong"]:
+        print(
+            f"  wrong: label {wrong['label']}, said {wrong['said']} ({wrong['tier']}): "
+            f"{wrong['reason'][:100]}"
+        )
+    figures |= {
         "error_rate": args.error_rate,
         "model": args.model,
         "policy_decided": sum(1 for r in rows if r["tier"] == "policy"),

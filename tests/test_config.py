@@ -64,3 +64,27 @@ def test_toml_file_splits_step_and_llm_settings(tmp_path: Path) -> None:
     path.write_text("semantic_merge = ")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_toml_config(path)
+
+
+def test_a_toml_file_with_a_removed_threshold_is_refused_through_the_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from relmerge.cli import main
+
+    config = tmp_path / "old.toml"
+    config.write_text("auto_merge_name_cosine = 0.6\nauto_merge_cosine = 0.9\n")
+    records = Path(__file__).resolve().parents[1] / "examples" / "sample" / "relations.jsonl"
+    result = CliRunner().invoke(
+        main, ["run", str(records), "-o", str(tmp_path / "out"), "--config", str(config)]
+    )
+    assert result.exit_code == 2
+    assert "auto_merge_name_cosine: removed" in result.output
+    assert "auto_merge_cosine" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_toml_file_turns_a_band_off_with_off(tmp_path: Path) -> None:
+    path = tmp_path / "relmerge.toml"
+    path.write_text('auto_merge_cosine = "off"\n')
+    config = DeduplicateRelationsConfig(**load_toml_config(path).step)
+    assert config.auto_merge_cosine is None

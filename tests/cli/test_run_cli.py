@@ -160,6 +160,22 @@ def test_rerun_into_same_output_is_allowed_other_inputs_need_overwrite(tmp_path:
     check_outputs(out, other)  # stale relation files of the first run are gone
 
 
+def test_a_run_made_under_other_decision_rules_is_not_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fingerprint covers the decision rules and vocabulary: after an upgrade that
+    changes them, OUT of an older run is refused rather than mixed with new decisions."""
+    out = tmp_path / "out"
+    base = ["run", str(EXAMPLE / "relations.jsonl"), "--output", str(out), "-q"]
+    base += ["--embedding", "hash"]
+    assert _run(*base)[0] == 0
+    assert _run(*base)[0] == 0  # same rules: a re-run is allowed
+    monkeypatch.setattr("relmerge.cli.run.rules_fingerprint", lambda: "other rules")
+    code, text = _run(*base)
+    assert code == 2 and "--overwrite" in text
+    assert _run(*base, "--overwrite")[0] == 0
+
+
 @needs_dev
 def test_dev_set_with_loopback_llm_that_answers_from_gold(tmp_path: Path) -> None:
     from relmerge.eval.gold import load_gold

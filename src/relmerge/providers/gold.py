@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from relmerge.decide.merged import joined_description
+from relmerge.normalize import normalize_description
 from relmerge.prompts.base import TRUNCATED
 from relmerge.providers.base import LLMRequest, LLMResult, Usage
 from relmerge.providers.fake import request_records
@@ -32,9 +32,11 @@ def gold_fields(record: Mapping[str, Any], *others: Mapping[str, Any]) -> dict[s
     with every record's distinct description kept, without the marker the prompt puts on
     a shortened description."""
     fields = {key: record[key] for key in _FIELDS}
-    fields["description"] = joined_description(
-        r["description"].replace(f" {TRUNCATED}", "") for r in (record, *others)
-    )
+    texts: dict[str, str] = {}  # comparison form -> text, first seen wins
+    for item in (record, *others):
+        for part in item["description"].replace(f" {TRUNCATED}", "").split("\n"):
+            texts.setdefault(normalize_description(part), part.strip())
+    fields["description"] = "\n".join(text for form, text in texts.items() if form)
     return fields
 
 
