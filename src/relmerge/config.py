@@ -85,6 +85,12 @@ class DeduplicateRelationsConfig(BaseModel):
     strict: bool = Field(
         False, description="Fail the run when any input record is rejected, before any work."
     )
+    max_answer_tokens: int | None = Field(
+        None,
+        ge=16,
+        description="Most tokens an LLM answer may take; each request's own bound is sized "
+        "from its task and records and never exceeds this. None: the sized bound.",
+    )
     prompt_description_chars: int = Field(
         2000, ge=100, description="Descriptions longer than this are cut inside prompts only."
     )

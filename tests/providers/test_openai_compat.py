@@ -145,7 +145,8 @@ async def test_request_shape_follows_the_response_format_mode(
         assert "response_format" not in body
     else:
         assert body["response_format"] == expected
-    assert set(body) <= {"model", "messages", "temperature", "response_format"}
+    assert set(body) <= {"model", "messages", "temperature", "response_format", "max_tokens"}
+    assert isinstance(body["max_tokens"], int) and body["max_tokens"] > 0
 
 
 async def test_user_message_carries_the_records_as_a_fenced_json_array(
@@ -593,3 +594,50 @@ async def test_a_run_goes_on_when_one_request_is_too_long_for_the_context(
     (issue,) = output.result["issues"]
     assert issue["code"] == "deduplication_failed"
     assert "context length exceeded" in issue["message"]
+
+
+# Bounded answers and retries that change something (real HTTP) ---------------------------
+
+
+async def test_every_request_is_bounded_by_its_task_and_records(
+    llm_server: LLMServer, make_model: ModelFactory
+) -> None:
+    llm_server.enqueue(json_reply(MERGED), json_reply(MERGED))
+    model = make_model(response_format="json_object")
+    await ask_merge(model, units(), DeduplicateRelationsConfig())
+    sized = llm_server.requests[0]["max_tokens"]
+    descriptions = sum(len(r.description) for r in RELATIONS)
+    assert sized == 128 + 64 * len(RELATIONS) + descriptions // 2
+    await ask_merge(model, units(), DeduplicateRelationsConfig(max_answer_tokens=40))
+    assert llm_server.requests[1]["max_tokens"] == 40  # the user's cap
+
+
+async def test_an_answer_cut_at_its_limit_is_invalid_and_asked_again_differently(
+    llm_server: LLMServer, make_model: ModelFactory
+) -> None:
+    """A cut answer is never read as a prefix (here the cut left a complete JSON object
+    in the text); the retry says why and is sent without the grammar (prompt only)."""
+    llm_server.enqueue(
+        Reply(content=orjson.dumps(MERGED).decode() + ' {"relations": [', finish_reason="length"),
+        json_reply(MERGED),
+    )
+    model = AccountingModel(make_model(response_format="json_object"))
+    parts, _ = await ask_merge(model, units(), DeduplicateRelationsConfig())
+    assert [part.relation_ids for part in parts] == [("r1", "r2")]
+    first, retry = llm_server.requests
+    assert first["response_format"]["type"] == "json_object"
+    assert "response_format" not in retry  # relaxed: the same grammar would force the same
+    assert "cut at its limit" in retry["messages"][-1]["content"]
+    assert model.stats.invalid_answers == 1
+
+
+async def test_a_retry_after_invalid_json_drops_the_response_format(
+    llm_server: LLMServer, make_model: ModelFactory
+) -> None:
+    llm_server.enqueue(Reply(content='{"relation": {"type": "t",,}'), json_reply(MERGED))
+    await ask_merge(
+        make_model(response_format="json_schema"), units(), DeduplicateRelationsConfig()
+    )
+    first, retry = llm_server.requests
+    assert first["response_format"]["type"] == "json_schema"
+    assert "response_format" not in retry

@@ -52,6 +52,7 @@ class Reply:
     drop: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    finish_reason: str = "stop"  # "length": the answer was cut at max_tokens
 
 
 def json_reply(value: Any, **options: Any) -> Reply:
@@ -171,7 +172,7 @@ def _completion(body: dict[str, Any], reply: Reply, number: int) -> dict[str, An
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": reply.content},
-                "finish_reason": "stop",
+                "finish_reason": reply.finish_reason,
             }
         ],
         "usage": {

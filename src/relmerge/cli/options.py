@@ -46,6 +46,13 @@ _OPTIONS = [
     ),
     click.option("--llm-timeout", type=float, help="Seconds before a request times out [60]."),
     click.option(
+        "--llm-max-answer-tokens",
+        type=click.IntRange(min=16),
+        help="Most tokens one LLM answer may take; each request is also bounded by a limit "
+        "sized from its task and records [no cap beyond that]. An answer cut at its limit is "
+        "invalid and asked again.",
+    ),
+    click.option(
         "--llm-requests-per-minute",
         type=click.FloatRange(min=1),
         help="Start at most this many LLM requests per minute [no limit].",
@@ -87,7 +94,7 @@ def resolve_options(
     file_config = load_toml_config(config_path) if config_path else FileConfig()
     return resolve_settings(
         file_config,
-        step_overrides,
+        {**step_overrides, "max_answer_tokens": options.get("llm_max_answer_tokens")},
         {
             "provider": options.get("llm_provider"),
             "base_url": options.get("llm_base_url"),

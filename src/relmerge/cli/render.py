@@ -74,7 +74,7 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
             f"{result['exact_round_count']} / {result['semantic_round_count']}",
         ),
         ("exact groups needing an LLM (none configured)", result["llm_needed_group_count"]),
-        ("pairs needing an LLM (none configured)", result["llm_needed_pair_count"]),
+        ("pairs needing an LLM, no valid verdict (→ review)", result["llm_needed_pair_count"]),
         ("unsure → clarifications.jsonl", result["clarification_count"]),
         ("failed groups (originals kept)", result["failed_group_count"]),
         ("LLM requests sent", result["llm_requests"]),

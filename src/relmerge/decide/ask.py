@@ -23,7 +23,11 @@ async def ask_cluster(
     return await ask_validated(
         llm,
         lambda feedback: cluster_relations.build_request(
-            records, entities, temperature=config.temperature, feedback=feedback
+            records,
+            entities,
+            temperature=config.temperature,
+            feedback=feedback,
+            max_answer_tokens=config.max_answer_tokens,
         ),
         lambda parsed: cluster_relations.validate_answer(parsed, records),
         config.max_attempts,
@@ -41,7 +45,12 @@ async def ask_judge(
     return await ask_validated(
         llm,
         lambda feedback: judge_pair.build_request(
-            existing, candidate, entities, temperature=config.temperature, feedback=feedback
+            existing,
+            candidate,
+            entities,
+            temperature=config.temperature,
+            feedback=feedback,
+            max_answer_tokens=config.max_answer_tokens,
         ),
         lambda parsed: judge_pair.validate_answer(parsed, existing_ids),
         config.max_attempts,

@@ -13,7 +13,7 @@ With no LLM, every undecided pair stays apart and is written for review.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -128,22 +128,7 @@ class BlockDecider:
             return result
         if not self.llm.available:
             result.clusters = auto.clusters()
-            result.llm_needed_pairs = len(pending)
-            for p in pending.values():
-                result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
-                ids = self._ids([units[p.a], units[p.b]])
-                why = f"no language model; the rules could not decide (tier {p.tier}"
-                why += f", guards: {', '.join(p.guards)})" if p.guards else ")"
-                result.clarifications.append(
-                    clarification(
-                        [units[p.a].relation, units[p.b].relation],
-                        ids,
-                        entities,
-                        p.scores,
-                        why,
-                        self.config.unsure_policy,
-                    )
-                )
+            self._for_review(units, pending.values(), entities, result, "no language model")
             return result
         return await self._ask(
             units, hard, joined, pending, auto.clusters(), entities, result, scores, symmetric
@@ -168,6 +153,7 @@ class BlockDecider:
         for a, b in joined:
             final.join(a, b)
         judged: set[tuple[int, int]] = set()
+        answered: set[tuple[int, int]] = set()  # covered by a valid answer
         failed_once: set[tuple[int, int]] = set()
         failed_orders: set[tuple[tuple[int, ...], ...]] = set()
         batch_size = self.config.semantic_batch_size
@@ -218,8 +204,7 @@ class BlockDecider:
                     batch_pairs = set(combinations(sorted(members), 2))
                     if failure.code != FAILED or not failure.invalid_answers:
                         result.failure = failure  # budget spent or endpoint down: stop here
-                        result.clusters = final.clusters()
-                        return result
+                        return self._finish(units, pending, answered, final, entities, result)
                     # A model that answered badly gets one more request for these pairs
                     # in the next round (fresh attempts, records in another order, so not
                     # the same request); then they are given up and the block records
@@ -232,12 +217,35 @@ class BlockDecider:
                     progress = True
                     continue
                 for a, b in combinations(sorted(members), 2):
+                    answered.add((a, b))
                     if (a, b) not in judged:
                         judged.add((a, b))
                         progress = True
             if not progress:
                 break
+        return self._finish(units, pending, answered, final, entities, result)
+
+    def _finish(
+        self,
+        units: Sequence[Unit],
+        pending: dict[tuple[int, int], PairDecision],
+        answered: set[tuple[int, int]],
+        final: ConstrainedClusters,
+        entities: tuple[EntityContext, EntityContext],
+        result: BlockResult,
+    ) -> BlockResult:
+        """The block's clusters; the pairs no valid answer covered go to review."""
         result.clusters = final.clusters()
+        left = [
+            p
+            for pair, p in pending.items()
+            if pair not in answered and final.find(pair[0]) != final.find(pair[1])
+        ]
+        if result.failure is not None:
+            cause = f"no valid LLM verdict ({result.failure.code}: {result.failure.reason})"
+        else:
+            cause = "no valid LLM verdict within max_rounds"
+        self._for_review(units, left, entities, result, cause)
         return result
 
     def _record(
@@ -344,6 +352,33 @@ class BlockDecider:
                 )
             )
 
+    def _for_review(
+        self,
+        units: Sequence[Unit],
+        pairs: Iterable[PairDecision],
+        entities: tuple[EntityContext, EntityContext],
+        result: BlockResult,
+        cause: str,
+    ) -> None:
+        """Pairs that needed the LLM and got no valid verdict stay apart (the policy) and
+        are written for a person, with the reason: nothing the LLM could not finish is
+        left without a question."""
+        for p in pairs:
+            result.llm_needed_pairs += 1
+            result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
+            why = f"{cause}; the rules could not decide (tier {p.tier}"
+            why += f", guards: {', '.join(p.guards)})" if p.guards else ")"
+            result.clarifications.append(
+                clarification(
+                    [units[p.a].relation, units[p.b].relation],
+                    self._ids([units[p.a], units[p.b]]),
+                    entities,
+                    p.scores,
+                    why,
+                    self.config.unsure_policy,
+                )
+            )
+
     def _pair_decision(
         self, units: Sequence[Unit], pair: PairDecision, merged: bool, tier: str | None = None
     ) -> Decision:
@@ -352,7 +387,7 @@ class BlockDecider:
         if pair.verdict == "merge" and not merged:
             reason = "chaining guard: the clusters hold a pair judged distinct"
         elif tier == "policy":
-            reason = "undecided by the tiers and no language model is configured"
+            reason = "undecided by the tiers and no valid LLM verdict: left for review"
         return Decision(
             member_ids=self._ids([units[pair.a], units[pair.b]]),
             stage="semantic",

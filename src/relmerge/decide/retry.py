@@ -1,13 +1,18 @@
 """One LLM question with validated retries, shared by every task.
 
-Each retry tells the model what was invalid about its previous answer. A provider error
-that retrying cannot fix (bad key, unknown model) is raised and stops the run; transient
-ones count as a failed attempt; a spent budget fails the group at once (no retry).
+Each retry tells the model what was invalid about its previous answer, and differs from
+the request that failed in more than that: it is sent in prompt-only mode (``relaxed``),
+since a model held to a grammar (llama.cpp's ``json_object`` with a schema) or repeating
+itself at temperature 0 would give the same invalid answer again. An answer cut at its
+``max_tokens`` is invalid, never read as a prefix. A provider error that retrying cannot
+fix (bad key, unknown model) is raised and stops the run; transient ones count as a failed
+attempt; a spent budget fails the group at once (no retry).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from relmerge.errors import BudgetExhaustedError, InvalidAnswerError, ProviderError
@@ -56,14 +61,26 @@ async def ask_validated(
     feedback: list[tuple[str, str]] = []
     reason = "no attempt was made"
     for _ in range(max_attempts):
+        request = build(feedback)
+        if feedback:  # after an invalid answer: not the same request again
+            request = replace(request, relaxed=True)
         try:
-            result = await llm.invoke(build(feedback))
+            result = await llm.invoke(request)
         except BudgetExhaustedError as error:
             raise GroupFailed(str(error), BUDGET_SPENT) from None
         except ProviderError as error:
             if not error.retryable:
                 raise
             reason = f"the model endpoint failed: {error}"
+            continue
+        if result.truncated:
+            reason = (
+                f"the answer was cut at its limit of {request.max_tokens} tokens before it "
+                "was complete; answer again, shorter (short descriptions; relation_list may "
+                "be left out)"
+            )
+            feedback.append((_previous(result.text), reason))
+            _note_invalid(llm)
             continue
         if result.parsed is None:
             reason = "LLM output is not valid JSON."

@@ -39,14 +39,19 @@ ENDPOINT_FIELDS = (
 
 
 class RelationFields(BaseModel):
-    """The semantic fields of a relation as a model writes them."""
+    """The semantic fields of a relation as a model writes them.
 
-    model_config = ConfigDict(extra="allow")
+    Answer schemas are closed (``additionalProperties: false``): llama.cpp turns a schema
+    into a grammar, and an object that declares properties *and* allows others becomes a
+    grammar that forces invalid JSON. Answers are still read tolerantly, as dicts.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     type: str = Field(description="Relation type label, in the records' language.")
     name: str = Field(description="Short relation name (predicate).")
     description: str = Field(description="One description that keeps every distinct detail.")
-    attributes: dict[str, Any] = Field(
+    attributes: dict[str, str] = Field(
         default_factory=dict, description="Attribute object of string keys and string values."
     )
 
@@ -71,6 +76,23 @@ def inert_json(value: Any, *, indent: bool = False) -> str:
 def inert_text(text: str, limit: int) -> str:
     """Free text (a model's answer, a validation message) made safe to quote in a prompt."""
     return _ESCAPED.sub(_escape, truncate(text, limit))
+
+
+JUDGE_ANSWER_TOKENS = 256
+
+
+def answer_tokens(task: str, records: Sequence[Mapping[str, Any]], cap: int | None) -> int:
+    """A bound for one answer (``max_tokens``), sized from its task and records: a verdict
+    and a sentence for ``relation_judge``; for the tasks that write merged relations, room
+    for the JSON of every record and every record's shown text once more. ``cap`` (the
+    user's ``max_answer_tokens``) lowers it. A derailed answer stops there instead of
+    running until the context is full."""
+    if task == "relation_judge":
+        need = JUDGE_ANSWER_TOKENS
+    else:
+        shown = sum(len(str(record.get("description", ""))) for record in records)
+        need = 128 + 64 * len(records) + shown // 2
+    return need if cap is None else min(need, cap)
 
 
 def feedback_messages(feedback: Sequence[tuple[str, str]], ask: str) -> list[Message]:

@@ -17,6 +17,7 @@ from relmerge.errors import InvalidAnswerError
 from relmerge.model import coerce_attributes
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
+    answer_tokens,
     check_endpoints,
     feedback_messages,
     fenced_json,
@@ -31,7 +32,7 @@ VERSION = 2
 
 
 class ClusterEntry(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")  # a closed schema: see prompts.base
 
     relation_id: str | None = Field(None, description="Canonical relation id of the group.")
     Node1: str = Field(description="Source entity name.")
@@ -39,12 +40,12 @@ class ClusterEntry(BaseModel):
     Relation: str = Field(description="Relation name of the merged relation.")
     Type: str = Field(description="Relation type label.")
     Description: str = Field(description="Merged description keeping every distinct detail.")
-    Attr: dict[str, Any] = Field(default_factory=dict, description="Merged attributes.")
+    Attr: dict[str, str] = Field(default_factory=dict, description="Merged attributes.")
     merge_tag: bool | None = None
 
 
 class ClusterAnswer(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     relation_list: list[ClusterEntry] = Field(default_factory=list)
     mapping_table: dict[str, list[str]] = Field(
@@ -92,6 +93,7 @@ def build_request(
     *,
     temperature: float,
     feedback: Sequence[tuple[str, str]] = (),
+    max_answer_tokens: int | None = None,
 ) -> LLMRequest:
     user = (
         f"Records ({len(records)}), each between entity A and entity B:\n"
@@ -101,7 +103,8 @@ def build_request(
     )
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+    limit = answer_tokens(TASK, records, max_answer_tokens)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
 
 
 class _Resolver:

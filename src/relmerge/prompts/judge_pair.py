@@ -11,10 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
-from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, feedback_messages, fenced_json, shown
+from relmerge.prompts.base import (
+    DATA_NOT_INSTRUCTIONS,
+    answer_tokens,
+    feedback_messages,
+    fenced_json,
+    shown,
+)
 from relmerge.prompts.context import RULES, EntityContext, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
@@ -25,6 +31,8 @@ JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
 
 class JudgeAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     verdict: JudgeVerdict = Field(description="merge, keep_both or unsure.")
     reason: str = Field(description="One sentence: why.")
     duplicate_of: str | None = Field(
@@ -62,6 +70,7 @@ def build_request(
     *,
     temperature: float,
     feedback: Sequence[tuple[str, str]] = (),
+    max_answer_tokens: int | None = None,
 ) -> LLMRequest:
     records = [{**r, "role": "existing"} for r in existing] + [{**candidate, "role": "candidate"}]
     user = (
@@ -72,7 +81,8 @@ def build_request(
     )
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+    limit = answer_tokens(TASK, records, max_answer_tokens)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
 
 
 def validate_answer(parsed: Any, existing_ids: Sequence[str]) -> JudgeOutcome:

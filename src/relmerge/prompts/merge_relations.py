@@ -18,6 +18,7 @@ from relmerge.model import ExtractedRelation
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
     RelationFields,
+    answer_tokens,
     check_endpoints,
     clean_fields,
     feedback_messages,
@@ -38,7 +39,7 @@ class SplitPart(RelationFields):
 class MergeAnswer(BaseModel):
     """Either ``relation`` (all inputs are one fact) or ``relations`` (a split)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     relation: RelationFields | None = Field(
         None, description="The fused relation, when every input states the same fact."
@@ -96,15 +97,16 @@ def build_request(
     temperature: float,
     description_chars: int,
     feedback: Sequence[tuple[str, str]] = (),
+    max_answer_tokens: int | None = None,
 ) -> LLMRequest:
     """The request for one batch; ``feedback`` holds (previous answer, what was invalid)."""
     # The entity names are extracted text: they reach the model only inside the records.
-    user = f"Records ({len(relations)}):\n" + fenced_json(
-        [_record(relation, description_chars) for relation in relations]
-    )
+    records = [_record(relation, description_chars) for relation in relations]
+    user = f"Records ({len(relations)}):\n" + fenced_json(records)
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with one valid JSON object.")
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature)
+    limit = answer_tokens(TASK, records, max_answer_tokens)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
 
 
 def _check_named_ids(raw: dict[str, Any], ids: Sequence[str], where: str) -> None:

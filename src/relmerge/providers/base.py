@@ -26,13 +26,18 @@ class LLMRequest:
     """One chat request for a task (``relation_merge``, ``relation_cluster``, ``relation_judge``).
 
     ``schema`` is the JSON schema the answer must satisfy; providers pass it to the server
-    according to their ``response_format`` mode.
+    according to their ``response_format`` mode, unless ``relaxed`` (a retry after an
+    invalid answer asks in prompt-only mode: a server whose grammar forced the invalid
+    answer would force it again). ``max_tokens`` bounds the answer (sized from the task
+    and its records): an answer cut at the bound is invalid.
     """
 
     task: str
     messages: tuple[Message, ...]
     schema: dict[str, Any]
     temperature: float = 0.0
+    max_tokens: int | None = None
+    relaxed: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,8 @@ class LLMResult:
     """What a model answered: the raw ``text``, its JSON (``parsed``, None if not JSON).
 
     ``attempts`` counts the HTTP requests the provider sent for this answer (retries on
-    429/5xx included), so run accounting reports requests actually sent.
+    429/5xx included), so run accounting reports requests actually sent. ``truncated``:
+    the answer stopped at ``max_tokens`` (it is never read as a prefix).
     """
 
     text: str
@@ -59,6 +65,7 @@ class LLMResult:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     cached: bool = False
+    truncated: bool = False
 
 
 @runtime_checkable

@@ -42,6 +42,8 @@ def request_identity(request: LLMRequest) -> dict[str, Any]:
         "messages": [message.to_dict() for message in request.messages],
         "schema": request.schema,
         "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "relaxed": request.relaxed,
     }
 
 
@@ -66,6 +68,9 @@ class CachingModel:
                 usage=Usage(hit.prompt_tokens, hit.completion_tokens),
                 attempts=0,
                 cached=True,
+                # An answer that used the whole bound was cut there (finish_reason "length").
+                truncated=request.max_tokens is not None
+                and hit.completion_tokens >= request.max_tokens,
             )
         result = await self.inner.invoke(request)
         self.cache.put_answer(

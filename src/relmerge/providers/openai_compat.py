@@ -128,9 +128,12 @@ class OpenAICompatibleModel:
             "messages": [message.to_dict() for message in request.messages],
             "temperature": request.temperature,
         }
-        response_format = response_format_for(self.response_format, request.task, request.schema)
+        mode: ResponseFormat = "none" if request.relaxed else self.response_format
+        response_format = response_format_for(mode, request.task, request.schema)
         if response_format is not None:
             body["response_format"] = response_format
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
         return body
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
@@ -209,6 +212,7 @@ class OpenAICompatibleModel:
         text = ""
         if choices and choices[0].message is not None:
             text = choices[0].message.content or ""
+        truncated = getattr(choices[0], "finish_reason", None) == "length"
         usage = getattr(completion, "usage", None)
         self._healthy = True
         return LLMResult(
@@ -220,4 +224,5 @@ class OpenAICompatibleModel:
                 completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
             ),
             attempts=attempts,
+            truncated=truncated,
         )

@@ -24,6 +24,7 @@ async def ask_merge(
             temperature=config.temperature,
             description_chars=config.prompt_description_chars,
             feedback=feedback,
+            max_answer_tokens=config.max_answer_tokens,
         ),
         lambda parsed: merge_relations.validate_answer(parsed, relations),
         config.max_attempts,

@@ -313,3 +313,48 @@ async def test_an_llm_that_saw_a_member_cut_short_does_not_write_the_merge() -> 
         "The purchase closed in spring.",
         long["description"].strip(),
     ]  # d1's text is inside d4's, so it is not repeated
+
+
+PAIR_OF_BLOCK = [
+    norrbeck("u1", "acquired", "Norrbeck acquired Quill Labs."),
+    norrbeck("u2", "bought", "The purchase closed in spring."),
+    norrbeck("u3", "took over", "Quill's staff moved to Norrbeck's campus."),
+]
+
+
+async def _review(llm: ScriptedLLM, **config: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    output, _, store = await run_step(
+        PAIR_OF_BLOCK, llm, embedder=HashEmbedder(), **LLM_ONLY, **config
+    )
+    items = [orjson.loads(x) for x in store.objects["clarifications.jsonl"].splitlines()]
+    return items, output.result
+
+
+async def test_pairs_whose_llm_answers_were_all_invalid_go_to_review() -> None:
+    items, result = await _review(ScriptedLLM(lambda request, records: "not json"))
+    assert len(items) == 3 == result["clarification_count"] == result["llm_needed_pair_count"]
+    assert all("no valid LLM verdict (deduplication_failed" in i["reason"] for i in items)
+    assert {frozenset(i["member_ids"]) for i in items} == {
+        frozenset(pair) for pair in (("u1", "u2"), ("u1", "u3"), ("u2", "u3"))
+    }
+    assert result["failed_group_count"] == 1
+
+
+async def test_pairs_left_when_the_budget_is_spent_go_to_review() -> None:
+    items, _ = await _review(ScriptedLLM([]), max_llm_requests=0)
+    assert len(items) == 3
+    assert all("llm_budget_exhausted" in i["reason"] for i in items)
+
+
+async def test_pairs_an_unreachable_endpoint_never_answered_go_to_review() -> None:
+    from relmerge.errors import ProviderError
+
+    down = ScriptedLLM(lambda request, records: ProviderError("connection refused", retryable=True))
+    items, _ = await _review(down)
+    assert len(items) == 3
+    assert all("the model endpoint failed" in i["reason"] for i in items)
+
+
+async def test_a_valid_answer_leaves_nothing_for_review() -> None:
+    items, result = await _review(ScriptedLLM(map_all))
+    assert items == [] and result["llm_needed_pair_count"] == 0
