@@ -300,10 +300,11 @@ ATTACKS: dict[str, Attack] = {
         },
         lambda ex, cand, rs: {"verdict": "merge", "reason": "x", "duplicate_of": [ex[0]]},
     ),
-    # A split that drops an input, or names one twice.
+    # A split that drops an input; a cluster member that is no id (groups that share a
+    # record are one group, not an attack: every id is the request's own).
     "dropped_input": attack(
         lambda rs: split(ids_of(rs)[:-1], records=rs),
-        lambda rs: {"mapping_table": {i: ids_of(rs) for i in ids_of(rs)[:2]}},
+        lambda rs: {"mapping_table": {ids_of(rs)[0]: [*ids_of(rs)[1:], 7]}},
         lambda ex, cand, rs: (
             {"verdict": "merge", "reason": "x", "duplicate_of": None}
             if len(ex) > 1

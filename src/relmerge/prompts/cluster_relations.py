@@ -1,8 +1,10 @@
 """Task ``relation_cluster``: which records of one block state the same fact (HetaDB style).
 
 Answer: ``{"relation_list": [...], "mapping_table": {canonical: [members]}, "unsure": [[…]]}``.
-Keys and members are relation ids or ``"Node1||Node2"`` pairs; only groups that merge need
-be listed. Anything that names an id or an endpoint not in the request is invalid.
+Keys and members are relation ids (a merged record's ``merged_from`` ids name it too) or
+``"Node1||Node2"`` pairs; only groups that merge need be listed, and groups that share a
+record are one group. Anything that names an id or an endpoint not in the request is
+invalid.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def build_request(
 class _Resolver:
     def __init__(self, records: Sequence[dict[str, Any]]) -> None:
         self.by_id = {str(r["relation_id"]): i for i, r in enumerate(records)}
+        # A record standing for a merged cluster shows its members' ids: they name it too.
+        for i, r in enumerate(records):
+            for member in r.get("merged_from") or ():
+                self.by_id.setdefault(str(member), i)
         self.by_pair: dict[str, list[int]] = {}
         for i, r in enumerate(records):
             self.by_pair.setdefault(
@@ -153,35 +159,74 @@ def _entry_fields(entry: Any, resolver: _Resolver, where: str) -> dict[str, Any]
     return fields
 
 
+def _components(groups: list[list[int]], size: int) -> list[list[int]]:
+    """Groups that share a record are one group (a model often lists a group once per
+    member: ``{"a": ["b", "c"], "b": ["a", "c"]}``), as sorted index lists."""
+    parent = list(range(size))
+
+    def find(item: int) -> int:
+        while parent[item] != item:
+            parent[item] = parent[parent[item]]
+            item = parent[item]
+        return item
+
+    for group in groups:
+        for member in group[1:]:
+            parent[find(member)] = find(group[0])
+    joined: dict[int, list[int]] = {}
+    for group in groups:
+        for member in group:
+            joined.setdefault(find(member), [])
+    for index in range(size):
+        if find(index) in joined:
+            joined[find(index)].append(index)
+    return sorted((sorted(set(g)) for g in joined.values() if len(set(g)) > 1), key=min)
+
+
 def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOutcome:
+    """Read an answer tolerantly, never beyond its request: groups that share a record
+    are joined; a record a group and an ``unsure`` group both hold is unsure (not
+    merged); any id, pair or endpoint not in the request is invalid."""
     if not isinstance(parsed, dict):
         raise InvalidAnswerError("the answer is not a JSON object")
     table = parsed.get("mapping_table")
     if not isinstance(table, dict):
         raise InvalidAnswerError('the answer needs a "mapping_table" object')
     resolver = _Resolver(records)
-    seen: dict[int, str] = {}
-    outcome = ClusterOutcome()
-    key_to_group: dict[str, int] = {}
+    listed: list[list[int]] = []
+    keys: list[str] = []
     for key, members in table.items():
         where = f"mapping_table[{shown(key)}]"
         if not isinstance(members, list):
             raise InvalidAnswerError(f"{where} must be a list")
         group = list(dict.fromkeys(resolver.resolve(key, where)))
         for member in members:
-            for index in resolver.resolve(member, where):
-                if index not in group:
-                    group.append(index)
-        for index in group:
-            if index in seen and seen[index] != key:
-                raise InvalidAnswerError(
-                    f"{records[index]['relation_id']!r} is in two groups "
-                    f"({shown(seen[index])}, {shown(key)})"
-                )
-            seen[index] = key
-        if len(group) > 1:  # a record mapped only to itself is a no-op
-            key_to_group[key] = len(outcome.groups)
-            outcome.groups.append(sorted(group))
+            group += [i for i in resolver.resolve(member, where) if i not in group]
+        listed.append(group)
+        keys.append(str(key).strip())
+    unsure_raw = parsed.get("unsure") or []
+    if not isinstance(unsure_raw, list):
+        raise InvalidAnswerError('"unsure" must be a list of lists of relation ids')
+    unsure: list[list[int]] = []
+    for position, group in enumerate(unsure_raw):
+        if not isinstance(group, list):
+            raise InvalidAnswerError(f"unsure[{position}] must be a list")
+        members = sorted({i for ref in group for i in resolver.resolve(ref, f"unsure[{position}]")})
+        if len(members) > 1:
+            unsure.append(members)
+    outcome = ClusterOutcome(unsure=_components(unsure, len(records)))
+    for component in _components(listed, len(records)):
+        # Two records the model both merged and called unsure: unsure wins for them.
+        doubted = {i for group in unsure if len(set(group) & set(component)) > 1 for i in group}
+        kept = [i for i in component if i not in doubted]
+        if len(kept) > 1:
+            outcome.groups.append(kept)
+    key_to_group = {
+        key: position
+        for key, group in zip(keys, listed, strict=True)
+        for position, merged in enumerate(outcome.groups)
+        if set(group) & set(merged)
+    }
     entries = parsed.get("relation_list") or []
     if not isinstance(entries, list):
         raise InvalidAnswerError('"relation_list" must be a list')
@@ -194,13 +239,4 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
             if key == ref or referenced & set(outcome.groups[group_index]):
                 refuse_truncated(fields["description"], where)
                 outcome.fields.setdefault(group_index, fields)
-    unsure = parsed.get("unsure") or []
-    if not isinstance(unsure, list):
-        raise InvalidAnswerError('"unsure" must be a list of lists of relation ids')
-    for position, group in enumerate(unsure):
-        if not isinstance(group, list):
-            raise InvalidAnswerError(f"unsure[{position}] must be a list")
-        members = sorted({i for ref in group for i in resolver.resolve(ref, f"unsure[{position}]")})
-        if len(members) > 1:
-            outcome.unsure.append(members)
     return outcome

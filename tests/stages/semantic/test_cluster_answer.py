@@ -51,11 +51,31 @@ def test_unsure_groups_are_returned() -> None:
     assert outcome.unsure == [[0, 3]]
 
 
+def test_groups_listed_once_per_member_are_one_group() -> None:
+    """Small models write a group as an adjacency list; it still names one fact."""
+    answer = {"mapping_table": {"r1": ["r2", "r4"], "r2": ["r1", "r4"], "r4": ["r1"]}}
+    assert validate_answer(answer, RECORDS).groups == [[0, 1, 3]]
+    chained = {"mapping_table": {"r1": ["r2"], "r4": ["r2"]}}
+    assert validate_answer(chained, RECORDS).groups == [[0, 1, 3]]
+
+
+def test_records_both_merged_and_unsure_are_unsure() -> None:
+    answer = {"mapping_table": {"r1": ["r2", "r4"]}, "unsure": [["r1", "r2"]]}
+    outcome = validate_answer(answer, RECORDS)
+    assert (outcome.groups, outcome.unsure) == ([], [[0, 1]])
+    apart = {"mapping_table": {"r1": ["r2"]}, "unsure": [["r2", "r4"]]}  # r4 is not merged
+    assert validate_answer(apart, RECORDS).groups == [[0, 1]]
+
+
+def test_a_merged_records_member_ids_name_it() -> None:
+    records = [{**RECORDS[0], "merged_from": ["m1", "m2"]}, RECORDS[1]]
+    assert validate_answer({"mapping_table": {"m2": ["r2"]}}, records).groups == [[0, 1]]
+
+
 @pytest.mark.parametrize(
     ("answer", "message"),
     [
         ({"mapping_table": {"r1": ["r1", "r9"]}}, "not an input"),
-        ({"mapping_table": {"r1": ["r2"], "r4": ["r2"]}}, "two groups"),
         ({"mapping_table": {"北京市||徐汇区": ["r1"]}}, "not an input"),
         (
             {"relation_list": [{**ENTRY, "Node1": "北京市"}], "mapping_table": {"r1": ["r2"]}},
