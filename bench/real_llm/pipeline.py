@@ -133,10 +133,12 @@ async def run(
 
 
 def llm_merges(data: Labelled, decisions: list[dict[str, Any]]) -> dict[str, int]:
-    """Pairs inside the model's merge decisions: same fact (right) or not (wrong)."""
-    right = wrong = 0
+    """Pairs inside the model's merge decisions that were applied whole: same fact (right)
+    or not (wrong). A partial merge (a hard keep refused part of it) is counted apart."""
+    right = wrong = partial = 0
     for decision in decisions:
-        if decision["tier"] == "llm" and decision["verdict"] in ("merge", "partial_merge"):
+        partial += decision["tier"] == "llm" and decision["verdict"] == "partial_merge"
+        if decision["tier"] == "llm" and decision["verdict"] == "merge":
             for a, b in combinations(decision["member_ids"], 2):
                 if frozenset((a, b)) in data.doubtful:
                     continue
@@ -144,7 +146,7 @@ def llm_merges(data: Labelled, decisions: list[dict[str, Any]]) -> dict[str, int
                     right += 1
                 else:
                     wrong += 1
-    return {"pairs_right": right, "pairs_wrong": wrong}
+    return {"pairs_right": right, "pairs_wrong": wrong, "partial_merges": partial}
 
 
 def figures(data: Labelled, mapping: dict[str, str], result: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +189,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {
         "records": len(data.records),
         "blocks": len(data.blocks()),
-        "none": figures(data, mapping, result),
+        "rules only": figures(data, mapping, result),
     }
     for mode in args.modes:
         model = OpenAICompatibleModel(
@@ -202,7 +204,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             mapping, result, decisions = await run(data, recorder, embedder, config)
         finally:
             await model.aclose()
-        report[mode] = {
+        report[f"LLM, {mode}"] = {
             **figures(data, mapping, result),
             "by_task": by_task(recorder.rows),
             "llm_merges": llm_merges(data, decisions),
@@ -210,7 +212,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         (CACHE / f"pipeline-{mode}-{args.stamp}.jsonl").write_text(
             "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in recorder.rows)
         )
-        print(f"{mode}: {json.dumps(report[mode])}", flush=True)
+        print(f"{mode}: {json.dumps(report[f'LLM, {mode}'])}", flush=True)
     return report
 
 
@@ -224,7 +226,7 @@ def show(report: dict[str, Any]) -> None:
         tasks = row.get("by_task", {})
         seconds = [t["seconds_per_request"] for t in tasks.values()]
         print(
-            f"{name:<13}{row['precision']:>7.3f}{row['recall']:>7.3f}{row['f1']:>7.3f}"
+            f"{name:<18}{row['precision']:>7.3f}{row['recall']:>7.3f}{row['f1']:>7.3f}"
             f"{row['hard_negative_merges']:>4}{row['llm_requests']:>10}"
             f"{row['llm_invalid_answers']:>9}{(max(seconds) if seconds else 0):>7.1f}"
         )
@@ -234,7 +236,9 @@ def show(report: dict[str, Any]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--modes", nargs="+", default=["json_object", "none"])
+    parser.add_argument(
+        "--modes", nargs="*", default=["json_object", "none"], help="response formats to run"
+    )
     parser.add_argument("--blocks", type=int, default=0, help="sample of blocks; 0 = all")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--port", type=int, default=8791)
@@ -254,11 +258,12 @@ def main() -> None:
     args.stamp = time.strftime("%Y%m%d-%H%M%S")
     CACHE.mkdir(parents=True, exist_ok=True)
     process = None
-    if args.base_url is None:
+    if args.base_url is None and args.modes:
         args.base_url = f"http://127.0.0.1:{args.port}/v1"
         process = start_server(args, CACHE / f"server-{args.stamp}.log")
     try:
-        wait_ready(args.base_url, process, timeout=300)
+        if args.modes:
+            wait_ready(args.base_url, process, timeout=300)
         report = asyncio.run(main_async(args))
     finally:
         if process is not None:
