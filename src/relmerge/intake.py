@@ -14,7 +14,7 @@ import os
 import tempfile
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -89,6 +89,16 @@ class RelationSpool:
             fields = orjson.loads(os.pread(descriptor, self._ends[index] - start, start))
             loaded[index] = ExtractedRelation.model_construct(**fields)
         return loaded
+
+    def load_raw(self, indices: Sequence[int]) -> list[ExtractedRelation] | list[bytes]:
+        """The relations of ``indices`` as stored: objects while in memory, else their
+        JSON bytes, unparsed (a chunk sent to a worker is parsed there)."""
+        if self._file is None:
+            return [self._memory[index] for index in indices]
+        self._file.flush()
+        descriptor = self._file.fileno()
+        starts, ends = self._starts, self._ends
+        return [os.pread(descriptor, ends[i] - starts[i], starts[i]) for i in indices]
 
     def close(self) -> None:
         if self._file is not None:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 import orjson
 
 from relmerge.cache import RunCache
+from relmerge.chunk import ChunkEngine, ChunkRun, ChunkSettings, ChunkTask, Tally
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.engines.base import BlockEngine
+from relmerge.cputime import CpuMeter
+from relmerge.engines.base import LocalEngine
+from relmerge.engines.figures import EngineFigures
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in
@@ -34,13 +37,12 @@ from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
-from relmerge.stages.exact import ExactOutcome, ExactStage, exact_key
+from relmerge.stages.exact import exact_key
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stages.semantic.blocking import add_pair_counts, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
-from relmerge.stages.semantic.stage import PreparedUnits, SemanticOutcome, SemanticStage
 from relmerge.stores.base import ObjectStore
-from relmerge.units import Originals, Unit
+from relmerge.units import Unit
 
 NO_EMBEDDER = (
     "semantic merge needs an embedding model (component 'models.embedding'; CLI: --embedding); "
@@ -121,8 +123,14 @@ class _Clock:
     def _add(self, stage: str, seconds: float) -> None:
         self.seconds[stage] = round(self.seconds.get(stage, 0.0) + seconds, 4)
 
-    def total(self) -> dict[str, float]:
-        return {**self.seconds, "total": round(time.perf_counter() - self._start, 4)}
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start
+
+    def total(self, more: dict[str, float] | None = None) -> dict[str, float]:
+        """Seconds per stage, with ``more`` (stage seconds measured elsewhere) added."""
+        for stage, seconds in (more or {}).items():
+            self._add(stage, seconds)
+        return {**self.seconds, "total": round(self.elapsed(), 4)}
 
 
 def canonical_entities(
@@ -169,25 +177,27 @@ def plan(
     }
 
 
-def free_merged_ids(units: list[Unit], originals: Originals, taken: set[str]) -> list[Unit]:
+def free_merged_ids(
+    outputs: Iterable[tuple[tuple[int, ...], str, bytes]], ids: Sequence[str], taken: set[str]
+) -> Iterator[tuple[tuple[int, ...], str, bytes]]:
     """Give a merged relation another id when an input relation already has its id.
 
     Merged ids are predictable (a hash of member ids and name), so an input can carry one;
     the input relation keeps its id (it must, for idempotence) and the merged one is
-    re-hashed with a salt until free. ``taken`` holds every valid input id. Without such
-    an input nothing changes.
+    re-hashed with a salt until free. ``outputs`` are (members, id, JSON) per output
+    relation; ``ids`` the input ids by input index; ``taken`` holds every valid input id.
+    Without such an input nothing changes.
     """
-    fixed = []
-    for unit in units:
-        relation = unit.relation
-        if len(unit.members) > 1 and relation.relation_id in taken:
-            ids = [originals[i].relation_id for i in unit.members]
+    for members, relation_id, data in outputs:
+        if len(members) > 1 and relation_id in taken:
+            relation = _parse(data)
+            member_ids = [ids[i] for i in members]
             salt = 1
-            while (new_id := merged_relation_id(ids, relation.name, salt)) in taken:
+            while (new_id := merged_relation_id(member_ids, relation.name, salt)) in taken:
                 salt += 1
-            unit = Unit(relation.model_copy(update={"relation_id": new_id}), unit.members)
-        fixed.append(unit)
-    return fixed
+            relation = relation.model_copy(update={"relation_id": new_id})
+            relation_id, data = new_id, relation.to_json()
+        yield members, relation_id, data
 
 
 def strict_failure(rejected: Sequence[Rejected]) -> str:
@@ -198,46 +208,6 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
         f"strict mode: {len(rejected)} input record(s) rejected; "
         f"first: {first.origin}: {first.reason}{more}"
     )
-
-
-@dataclass
-class _Tally:
-    """The result counters, summed over chunks."""
-
-    exact_merges: int = 0
-    semantic_merges: int = 0
-    failed: int = 0
-    llm_needed_groups: int = 0
-    llm_needed_pairs: int = 0
-    exact_rounds: int = 0
-    semantic_rounds: int = 0
-    blocking: dict[str, int] = field(default_factory=dict)
-    tiers: dict[str, int] = field(default_factory=dict)
-
-    def add_exact(self, exact: ExactOutcome) -> None:
-        self.exact_merges += exact.merge_count
-        self.failed += exact.failed_group_count
-        self.llm_needed_groups += exact.llm_needed_group_count
-        self.exact_rounds = max(self.exact_rounds, exact.rounds)
-
-    def add_semantic(self, semantic: SemanticOutcome) -> None:
-        self.semantic_merges += semantic.merge_count
-        self.failed += semantic.failed_block_count
-        self.llm_needed_pairs += semantic.llm_needed_pair_count
-        self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
-        add_pair_counts(self.blocking, semantic.pair_counts)
-        for tier, count in semantic.tier_counts.items():
-            self.tiers[tier] = self.tiers.get(tier, 0) + count
-
-
-@dataclass
-class _Chunk:
-    """A chunk between its preparation and its decisions."""
-
-    originals: dict[int, ExtractedRelation]
-    units: list[Unit]
-    stage: SemanticStage | None = None
-    prepared: PreparedUnits | None = None
 
 
 @dataclass
@@ -277,7 +247,7 @@ async def run_pipeline(
     memory: AnswerMemory | None = None,
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
-    engine: BlockEngine | None = None,
+    engine: ChunkEngine | None = None,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -286,8 +256,8 @@ async def run_pipeline(
     context. ``before_work`` runs once the input is known to be usable and before anything
     is spent or written (the CLI claims OUT there, so bad input never touches an earlier
     run's outputs). With a ``cache``, an LLM request asked before (in this run or an
-    earlier one) is answered from it, not sent again. ``engine`` decides the semantic
-    blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray). A batch
+    earlier one) is answered from it, not sent again. ``engine`` works the chunks
+    (default: in this process; ``engines.ray_engine.RayEngine``: on Ray workers). A batch
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
     """
     if config.semantic_merge and embedder is None:
@@ -295,8 +265,12 @@ async def run_pipeline(
     mapping = validate_entity_mapping(entity_id_mapping)
     progress = progress or NoProgress()
     clock = _Clock()
+    meter = CpuMeter(helpers=embedder)
     progress.start("load", None)
-    intake = take_in(raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n))
+    with meter.stage("load"):
+        intake = take_in(
+            raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n)
+        )
     progress.finish("load")
     logs: _Logs | None = None
     try:
@@ -319,6 +293,7 @@ async def run_pipeline(
             engine,
             logs,
             clock,
+            meter,
         )
     finally:
         intake.spool.close()
@@ -337,13 +312,15 @@ async def _deduplicate(
     entities: Sequence[EntityContext],
     memory: AnswerMemory | None,
     cache: RunCache | None,
-    engine: BlockEngine | None,
+    engine: ChunkEngine | None,
     logs: _Logs,
     clock: _Clock,
+    meter: CpuMeter,
 ) -> RunOutput:
     budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
     model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
     semantic_on = config.semantic_merge and embedder is not None
+    engine = engine or LocalEngine()
     contexts = canonical_entities(entities, mapping)
     report = (
         EntityReport(config.similarity_threshold, config.entity_report_limit)
@@ -351,89 +328,69 @@ async def _deduplicate(
         else None
     )
     taken = set(intake.ids)
-    tally = _Tally()
+    tally = Tally()
     exact_issues: list[StepIssue] = []
     semantic_issues: list[StepIssue] = []
     prefix = config.deduplicated_relations_prefix
     outputs: list[tuple[int, str, bytes]] = []  # (first member, key, JSON) per output
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
+    work = EngineFigures(engine.name)
 
-    async def write(units: list[Unit]) -> None:
+    async def write(produced: Iterable[tuple[tuple[int, ...], str, bytes]]) -> None:
         files = []
-        for unit in units:
-            relation_id = unit.relation.relation_id
-            files.append((relation_key(prefix, relation_id), unit.relation.to_json()))
-            outputs.append((unit.first, *files[-1]))
-            for index in unit.members:
+        for members, relation_id, data in free_merged_ids(produced, intake.ids, taken):
+            files.append((relation_key(prefix, relation_id), data))
+            outputs.append((members[0], *files[-1]))
+            for index in members:
                 output_of[index] = relation_id
         await write_files(store, files, lambda n: progress.advance("write", n))
 
     chunks = plan_chunks(intake, config.records_per_chunk)
-    shared_names = intake.shared_names(config.generic_name_share)
+    settings = ChunkSettings(
+        config,
+        contexts,
+        memory,
+        intake.shared_names(config.generic_name_share),
+        semantic=semantic_on,
+        report=report is not None and config.entity_report_limit > 0,
+    )
+
+    def tasks() -> Iterator[ChunkTask]:
+        for number, chunk in enumerate(chunks):
+            indices = chunk.tolist()
+            yield ChunkTask(number, indices, intake.spool.load_raw(indices))
+
     progress.start("exact", None)
     if semantic_on:
         progress.start("semantic", None)
     progress.start("write", None)
+    run = ChunkRun(settings, model, embedder, progress.advance, meter)
     try:
-
-        async def prepare(indices: list[int]) -> _Chunk:
-            """Load a chunk, run its exact stage and, with the semantic stage on, embed it."""
-            with clock.timed("exact"):
-                originals = intake.spool.load(indices)
-                units = [Unit(originals[i], (i,)) for i in indices]
-                exact = await ExactStage(
-                    config,
-                    model,
-                    originals,
-                    lambda n: progress.advance("exact", n),
-                    defer_llm=config.semantic_merge,
-                ).run(units)
-                del units
-                tally.add_exact(exact)
-                exact_issues.extend(exact.issues)
-                logs.exact.extend(d.model_dump(mode="json") for d in exact.decisions)
-            if not semantic_on or embedder is None:
-                return _Chunk(originals, exact.units)
-            stage = SemanticStage(
-                config,
-                model,
-                embedder,
-                originals,
-                contexts,
-                on_block_done=lambda n: progress.advance("semantic", n),
-                memory=memory,
-                engine=engine,
-                report=report,
-                shared_names=shared_names,
+        async with aclosing(engine.run_chunks(run, tasks())) as results:
+            while True:
+                with clock.timed("waiting for workers") if not work.local else nullcontext():
+                    done = await anext(results, None)
+                if done is None:
+                    break
+                work.add(done)
+                tally.add(done.tally)
+                exact_issues.extend(done.exact_issues)
+                semantic_issues.extend(done.semantic_issues)
+                logs.exact.extend(done.exact_decisions)
+                logs.semantic.extend(done.semantic_decisions)
+                logs.clarifications.extend(done.clarifications)
+                if report is not None and done.report is not None:
+                    report.add_part(done.report)
+                with clock.timed("write"), meter.stage("write"):
+                    await write(done.outputs)
+        with clock.timed("write"), meter.stage("write"):
+            await write(
+                ((index,), relation.relation_id, relation.to_json())
+                for index, relation in intake.passthrough
             )
-            with clock.timed("embed"):
-                prepared = await stage.prepare(exact.units)
-            return _Chunk(originals, exact.units, stage, prepared)
-
-        async def decide(chunk: _Chunk) -> list[Unit]:
-            """The chunk's output units; its records and logs are gone when it returns."""
-            final = chunk.units
-            if chunk.stage is not None and chunk.prepared is not None:
-                with clock.timed("semantic"):
-                    semantic = await chunk.stage.decide(chunk.prepared)
-                    tally.add_semantic(semantic)
-                    semantic_issues.extend(semantic.issues)
-                    logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
-                    logs.clarifications.extend(semantic.clarifications)
-                    final = semantic.units
-            return free_merged_ids(final, chunk.originals, taken)
-
-        for chunk in chunks:
-            # One chunk at a time: preparing the next one while this one was decided
-            # measured slower on two cores (the embedding already uses both).
-            final = await decide(await prepare(chunk.tolist()))
-            with clock.timed("write"):
-                await write(final)
-        with clock.timed("write"):
-            await write([Unit(relation, (index,)) for index, relation in intake.passthrough])
         issues = [*intake.issues, *exact_issues, *semantic_issues]
         if report is not None and embedder is not None:
-            with clock.timed("semantic"):
+            with clock.timed("semantic"), meter.stage("report"):
                 issues.extend(await report.issues(embedder))
     finally:
         if report is not None:
@@ -451,7 +408,7 @@ async def _deduplicate(
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
-    with clock.timed("write"):
+    with clock.timed("write"), meter.stage("write"):
         if config.decisions_key:
             await logs.exact.put(store, config.decisions_key, logs.semantic)
         if config.clarifications_key:
@@ -490,7 +447,8 @@ async def _deduplicate(
             "exhausted": budget.exhausted,
         },
         "chunk_count": len(chunks),
-        "seconds": clock.total(),
+        "seconds": clock.total(work.wall),
+        "engine": work.figures(engine.describe(), meter, clock.elapsed()),
         "issues": [issue.model_dump(mode="json") for issue in issues],
         "config": config.model_dump(mode="json"),
     }

@@ -11,9 +11,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from relmerge.chunk import ChunkEngine
 from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.engines.base import BlockEngine, LocalEngine
+from relmerge.engines.base import LocalEngine
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
@@ -67,7 +68,7 @@ class Broken:
 
 
 async def _run(
-    llm: LanguageModel, engine: BlockEngine, config: DeduplicateRelationsConfig | None = None
+    llm: LanguageModel, engine: ChunkEngine, config: DeduplicateRelationsConfig | None = None
 ) -> tuple[RunOutput, MemoryStore]:
     store = MemoryStore()
     output = await run_pipeline(
@@ -158,11 +159,15 @@ def test_cli_engine_ray_writes_the_local_outputs(tmp_path: Path) -> None:
         }
     manifest = "deduplicate_relations_result.json"
     local, distributed = outputs["local"], outputs["ray"]
-    for result in (local, distributed):
+    engines = {}
+    for name, result in (("local", local), ("ray", distributed)):
         parsed = orjson.loads(result.pop(manifest))
         parsed.pop("seconds")
+        engines[name] = parsed.pop("engine")
         result[manifest] = parsed
     assert local == distributed
+    assert engines["local"]["name"] == "local" and engines["local"]["worker_cpu_s"] == 0
+    assert engines["ray"]["name"] == "ray" and engines["ray"]["worker_cpu_s"] > 0
 
 
 def test_ray_address_needs_the_ray_engine(tmp_path: Path) -> None:

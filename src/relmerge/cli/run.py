@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
+from relmerge.chunk import ChunkEngine
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.render import RichProgress, summary_table
 from relmerge.decide import rules_fingerprint
-from relmerge.engines.base import BlockEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.write import write_manifest
@@ -56,7 +56,7 @@ def remote_cache_path(url: str) -> Path:
     return root / "relmerge" / f"{digest}.sqlite"
 
 
-def ray_engine(address: str | None) -> BlockEngine:
+def ray_engine(address: str | None) -> ChunkEngine:
     """The Ray engine, or a one-line usage error when Ray is not installed."""
     from relmerge.engines.ray_engine import RayEngine, import_ray
     from relmerge.errors import ConfigError

@@ -1,24 +1,34 @@
-"""``--engine ray``: blocks decided by Ray tasks, LLM requests through one gateway.
+"""``--engine ray``: chunks worked by Ray tasks; the driver streams, serves and writes.
 
-Blocks are shipped in chunks (a few per CPU, balanced by pair count) to tasks that decide
-them through the kernel (``relmerge.decide.job.decide_block``, as a local run does); each
-chunk carries only the input relations its units stand for, renumbered in input order so
-member ids come out the same. The
-results come back in block order, so the driver merges them exactly as a local run does.
+Each chunk of whole blocks goes to a task that runs all of its work
+(``relmerge.chunk.work_chunk``: exact stage, embedding, scores, decisions) and returns
+only what the driver writes. The driver reads the input, plans the chunks, keeps at most
+``window`` of them in flight (a few per cluster CPU, so a large input never sits in Ray's
+object store at once), writes the results in plan order (the outputs of a local run),
+and serves two actors: the LLM gateway (every request through the run's model: one
+concurrency limit, budget, cache and count, see ``gateway``) and the embedding desk.
+
+The desk answers a worker's "which of these vectors does your cache hold" (a worker
+never opens the driver's SQLite file; the vectors it computes come back with its result
+and the driver stores them) and, for an embedder that cannot be rebuilt on a worker (an
+OpenAI-compatible endpoint, an object of the caller's), embeds for it. The default
+embedder is rebuilt once per worker process and kept for that process's later tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+import contextlib
+from collections import deque
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from relmerge.config import DeduplicateRelationsConfig
-from relmerge.decide.block import BlockDecider, BlockResult
-from relmerge.decide.job import BlockJob, decide_block
-from relmerge.decide.memory import Remembered
+import numpy as np
+
+from relmerge.chunk import ChunkResult, ChunkRun, ChunkSettings, ChunkTask, work_chunk
+from relmerge.cputime import CpuMeter
 from relmerge.engines.gateway import (
     GatewayModel,
     GatewayServer,
@@ -29,8 +39,8 @@ from relmerge.engines.gateway import (
     raise_failure,
 )
 from relmerge.errors import ConfigError, ProviderError
-from relmerge.model import ExtractedRelation
-from relmerge.units import Originals, Unit
+from relmerge.providers.cached import PersistentEmbedder
+from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder, Vectors
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -43,72 +53,160 @@ def import_ray() -> ModuleType:
     return ray
 
 
-def chunk_jobs(jobs: Sequence[BlockJob], parts: int) -> list[list[int]]:
-    """Contiguous runs of job indices of about equal pair count, at most ``parts`` + 1."""
-    total = sum(job.pair_count for job in jobs)
-    target = max(1, -(-total // max(1, parts)))
-    chunks: list[list[int]] = [[]]
-    weight = 0
-    for index, job in enumerate(jobs):
-        if chunks[-1] and weight + job.pair_count > target:
-            chunks.append([])
-            weight = 0
-        chunks[-1].append(index)
-        weight += job.pair_count
-    return chunks
+def _chain(component: Any) -> Iterator[Any]:
+    """A wrapper and what it wraps (``inner``), outermost first."""
+    while component is not None:
+        yield component
+        component = getattr(component, "inner", None)
 
 
-def compact(
-    jobs: Sequence[BlockJob], originals: Originals
-) -> tuple[list[BlockJob], list[ExtractedRelation]]:
-    """The jobs with members renumbered into the list of the relations they use.
+@dataclass(frozen=True)
+class EmbedderRecipe:
+    """How a worker builds the driver's embedder: ``use`` (the default, one process per
+    task: Ray runs a task per CPU) or ``hash`` of ``dim`` dimensions."""
 
-    The renumbering keeps input order, so ``member_ids`` (sorted by index) is unchanged.
-    """
-    used = sorted({i for job in jobs for unit in job.units for i in unit.members})
-    where = {index: position for position, index in enumerate(used)}
-    renumbered = [
-        replace(
-            job,
-            units=[
-                Unit(unit.relation, tuple(where[i] for i in unit.members)) for unit in job.units
-            ],
-        )
-        for job in jobs
-    ]
-    return renumbered, [originals[i] for i in used]
+    provider: str
+    dim: int = 512
+
+    def build(self) -> EmbeddingModel:
+        if self.provider == "hash":
+            return HashEmbedder(self.dim)
+        from relmerge.providers.use_embed import UseEmbedder
+
+        return UseEmbedder(processes=1)
 
 
-async def decide_chunk(
-    config: DeduplicateRelationsConfig,
-    memory: Remembered | None,
-    originals: list[ExtractedRelation],
-    jobs: list[BlockJob],
-    gateway: Any,
-    name: str,
-) -> tuple[Outcome, list[BlockResult], int]:
-    """A worker's chunk: (outcome, results in job order, answers found unusable)."""
-    model = GatewayModel(gateway, name, gateway is not None)
-    decider = BlockDecider(config, model, originals, asyncio.Semaphore(config.concurrency), memory)
+def recipe_for(embedder: EmbeddingModel | None) -> EmbedderRecipe | None:
+    """The recipe of the embedder under the driver's wrappers, if a worker can build it."""
+    base = list(_chain(embedder))[-1] if embedder is not None else None
+    if isinstance(base, HashEmbedder):
+        return EmbedderRecipe("hash", base.dim)
     try:
-        results = await asyncio.gather(*(decide_block(job, decider) for job in jobs))
+        from relmerge.providers.use_embed import UseEmbedder
+    except ImportError:  # pragma: no cover - a core dependency
+        return None
+    return EmbedderRecipe("use") if isinstance(base, UseEmbedder) else None
+
+
+def persistent_layer(embedder: EmbeddingModel | None) -> PersistentEmbedder | None:
+    return next((c for c in _chain(embedder) if isinstance(c, PersistentEmbedder)), None)
+
+
+# One embedder per worker process, built on its first task and kept for the later ones:
+# loading the default model takes about a second.
+_WORKER_EMBEDDERS: dict[EmbedderRecipe, EmbeddingModel] = {}
+
+
+def worker_base(recipe: EmbedderRecipe) -> EmbeddingModel:
+    if recipe not in _WORKER_EMBEDDERS:
+        _WORKER_EMBEDDERS[recipe] = CachedEmbedder(recipe.build(), max_texts=20_000)
+    return _WORKER_EMBEDDERS[recipe]
+
+
+class WorkerEmbedder:
+    """A worker's embedder: vectors the driver's cache holds (asked through the desk),
+    the rest embedded here (``base``) and kept in ``new`` for the driver's cache; or,
+    without a ``base``, every text embedded by the driver through the desk."""
+
+    def __init__(self, base: EmbeddingModel | None, desk: Any, name: str) -> None:
+        self.base = base
+        self.desk = desk
+        self.name = name
+        self.new: list[tuple[str, bytes]] = []
+
+    async def _ask(self, kind: str, texts: list[str]) -> Any:
+        outcome: Outcome = await self.desk.ask.remote((kind, texts))
+        raise_failure(outcome)
+        return outcome[1]
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        texts = list(texts)
+        if self.base is None:
+            vectors: Vectors = await self._ask("embed", texts)
+            return vectors
+        known: dict[int, bytes] = await self._ask("vectors", texts) if self.desk else {}
+        missing = [i for i in range(len(texts)) if i not in known]
+        computed = await self.base.embed([texts[i] for i in missing]) if missing else None
+        if self.desk is not None and computed is not None:
+            self.new.extend((texts[i], computed[n].tobytes()) for n, i in enumerate(missing))
+        if not known and computed is not None:
+            return computed
+        dim = computed.shape[1] if computed is not None else len(next(iter(known.values()))) // 4
+        matrix: Vectors = np.empty((len(texts), dim), dtype=np.float32)
+        for i, data in known.items():
+            matrix[i] = np.frombuffer(data, dtype=np.float32)
+        if computed is not None:
+            matrix[missing] = computed
+        return matrix
+
+
+class DeskModel:
+    """The driver's side of the desk, served like a model by ``GatewayServer``: a
+    request is ("vectors", texts) → {position: bytes} or ("embed", texts) → vectors."""
+
+    name = "embedding desk"
+    available = True
+
+    def __init__(self, embedder: EmbeddingModel | None, persistent: PersistentEmbedder | None):
+        self.embedder = embedder
+        self.persistent = persistent
+
+    async def invoke(self, request: Any) -> Any:
+        kind, texts = request
+        if kind == "vectors":
+            return self.persistent.stored(texts) if self.persistent is not None else {}
+        if self.embedder is None:
+            raise ProviderError("no embedding model is configured", retryable=False)
+        return await self.embedder.embed(texts)
+
+
+def _work_on_worker(
+    settings: ChunkSettings,
+    task: ChunkTask,
+    gateway: Any,
+    desk: Any,
+    llm_name: str,
+    llm_available: bool,
+    recipe: EmbedderRecipe | None,
+) -> tuple[Outcome, ChunkResult | None]:
+    """A Ray task: one chunk, its CPU measured in this process."""
+    import ray
+
+    meter = CpuMeter()
+    model = GatewayModel(gateway, llm_name, llm_available)
+    embedder = None
+    if settings.semantic:
+        base = worker_base(recipe) if recipe is not None else None
+        embedder = WorkerEmbedder(base, desk, base.name if base is not None else "driver")
+    try:
+        result = asyncio.run(work_chunk(task, settings, model, embedder, meter=meter))
     except ProviderError as error:  # an endpoint that cannot work: the run stops, as locally
-        return provider_failure(error), [], model.invalid_answers
-    return ("ok", None), list(results), model.invalid_answers
-
-
-def _run_chunk(*args: Any) -> tuple[Outcome, list[BlockResult], int]:
-    return asyncio.run(decide_chunk(*args))
+        return provider_failure(error), None
+    result.invalid_answers = model.invalid_answers
+    result.node = ray.get_runtime_context().get_node_id()
+    if embedder is not None:
+        result.new_vectors = embedder.new
+    return ("ok", None), result
 
 
 class RayEngine:
-    """Decides blocks on a Ray cluster: ``address`` as for ``ray.init`` (None: the
+    """Works chunks on a Ray cluster: ``address`` as for ``ray.init`` (None: the
     ``RAY_ADDRESS`` cluster if set, else a new local one with this machine's CPUs).
-    An already initialised Ray (``ray.init`` by the caller) is used as it is."""
+    An already initialised Ray (``ray.init`` by the caller) is used as it is.
 
-    def __init__(self, address: str | None = None, chunks_per_cpu: int = 4) -> None:
+    ``window``: chunks in flight at once (default: two per cluster CPU). Tasks are
+    spread over the nodes (Ray's SPREAD strategy) and take one CPU each.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self, address: str | None = None, window: int | None = None, strategy: str = "SPREAD"
+    ) -> None:
         self.address = address
-        self.chunks_per_cpu = chunks_per_cpu
+        self.window = window
+        self.strategy = strategy
+        self._cpus = 0
 
     def connect(self) -> ModuleType:
         ray = import_ray()
@@ -116,67 +214,73 @@ class RayEngine:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         return ray
 
-    async def decide_blocks(
-        self,
-        decider: BlockDecider,
-        jobs: Sequence[BlockJob],
-        on_done: Callable[[int], None],
-    ) -> list[BlockResult]:
-        if not jobs:
-            return []
+    def describe(self) -> dict[str, Any]:
+        return {"workers": self._cpus}
+
+    async def run_chunks(
+        self, run: ChunkRun, tasks: Iterator[ChunkTask]
+    ) -> AsyncGenerator[ChunkResult, None]:
         ray = self.connect()
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        chunks = chunk_jobs(jobs, cpus * self.chunks_per_cpu)
-        gateway = None
-        server = None
-        if decider.llm.available:
-            actor = ray.remote(num_cpus=0, max_concurrency=10_000)(LLMGateway)
-            gateway = actor.remote()
-            server = GatewayServer(gateway, decider.llm, decider.config.concurrency)
-        task = ray.remote(num_cpus=1, max_retries=0)(_run_chunk)
-        shared = ray.put(decider.config), ray.put(decider.memory)
-        refs = []
-        for chunk in chunks:
-            chunk_jobs_, chunk_originals = compact([jobs[i] for i in chunk], decider.originals)
-            refs.append(
-                task.remote(*shared, chunk_originals, chunk_jobs_, gateway, decider.llm.name)
-            )
-        serving = asyncio.create_task(server.serve()) if server is not None else None
+        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        window = self.window or 2 * self._cpus
+        recipe = recipe_for(run.embedder) if run.settings.semantic else None
+        persistent = persistent_layer(run.embedder)
+        servers: list[tuple[Any, GatewayServer, asyncio.Task[None]]] = []
+
+        def serve(model: Any, concurrency: int) -> Any:
+            actor = ray.remote(num_cpus=0, max_concurrency=10_000)(LLMGateway).remote()
+            server = GatewayServer(actor, model, concurrency)
+            servers.append((actor, server, asyncio.create_task(server.serve())))
+            return actor
+
+        gateway = serve(run.model, run.settings.config.concurrency) if run.model.available else None
+        desk = None
+        if run.settings.semantic and (recipe is None or persistent is not None):
+            desk = serve(DeskModel(run.embedder, persistent), 4)
+        work = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
+            _work_on_worker
+        )
+        settings = ray.put(run.settings)
+        llm = (run.model.name, run.model.available)
+        note_invalid = getattr(run.model, "note_invalid", None)
+        in_flight: deque[Any] = deque()
         try:
-            results = await self._collect(refs, chunks, decider, on_done)
-        except BaseException:
-            for ref in refs:  # a no-op for the chunks already done
-                ray.cancel(ref, force=True)
-            raise
+            for task in tasks:
+                in_flight.append(work.remote(settings, task, gateway, desk, *llm, recipe))
+                if len(in_flight) < window:
+                    continue
+                yield await self._collect(in_flight.popleft(), run, persistent, note_invalid)
+            while in_flight:
+                yield await self._collect(in_flight.popleft(), run, persistent, note_invalid)
         finally:
-            if server is not None and serving is not None:
+            for ref in in_flight:  # a failed or abandoned run: stop what is still running
+                ray.cancel(ref, force=True)
+            for actor, server, serving in servers:
                 await server.stop()
-                await serving
-            if gateway is not None:
-                ray.kill(gateway)
-        if server is not None and server.errors:
-            raise server.errors[0]
-        return results
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+                ray.kill(actor)
+        for _, server, _ in servers:
+            if server.errors:
+                raise server.errors[0]
 
     async def _collect(
         self,
-        refs: list[Any],
-        chunks: list[list[int]],
-        decider: BlockDecider,
-        on_done: Callable[[int], None],
-    ) -> list[BlockResult]:
-        by_job: dict[int, BlockResult] = {}
-        pending = {landed(ref): index for index, ref in enumerate(refs)}
-        note_invalid = getattr(decider.llm, "note_invalid", None)
-        while pending:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for future in done:
-                chunk = chunks[pending.pop(future)]
-                outcome, results, invalid = future.result()
-                if note_invalid is not None:
-                    for _ in range(invalid):
-                        note_invalid()
-                raise_failure(outcome)
-                by_job.update(zip(chunk, results, strict=True))
-                on_done(len(chunk))
-        return [by_job[index] for index in range(len(by_job))]
+        ref: Any,
+        run: ChunkRun,
+        persistent: PersistentEmbedder | None,
+        note_invalid: Any,
+    ) -> ChunkResult:
+        outcome, landed_result = await landed(ref)
+        raise_failure(outcome)
+        result: ChunkResult = landed_result
+        if note_invalid is not None:
+            for _ in range(result.invalid_answers):
+                note_invalid()
+        if persistent is not None and result.new_vectors:
+            with run.meter.stage("cache"):
+                persistent.store(result.new_vectors)
+            result.new_vectors = []
+        run.on_progress("exact", result.groups_done)
+        run.on_progress("semantic", result.blocks_done)
+        return result

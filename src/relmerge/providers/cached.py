@@ -105,6 +105,17 @@ class PersistentEmbedder:
         self._namespace = embedder_namespace(inner)
         self.embedded_texts = 0
 
+    def stored(self, texts: Sequence[str]) -> dict[int, bytes]:
+        """The stored vectors (float32 bytes) of those ``texts`` the cache holds, by
+        position: what a worker that embeds the rest itself asks for."""
+        keys = [vector_key(self._namespace, text) for text in texts]
+        found = self.cache.vectors(keys)
+        return {i: found[key] for i, key in enumerate(keys) if key in found}
+
+    def store(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Keep vectors (float32 bytes) a worker embedded with the same embedder."""
+        self.cache.put_vectors((vector_key(self._namespace, text), data) for text, data in items)
+
     async def embed(self, texts: Sequence[str]) -> Vectors:
         keys = [vector_key(self._namespace, text) for text in texts]
         stored = self.cache.vectors(keys)

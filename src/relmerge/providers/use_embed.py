@@ -23,6 +23,7 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from relmerge.cputime import process_cpu_seconds
 from relmerge.errors import ProviderError
 from relmerge.providers.embedding import Vectors, l2_normalise
 
@@ -67,6 +68,13 @@ class _Helper:
         self._process: subprocess.Popen[bytes] | None = None
         self._broken = False
         self._lock = threading.Lock()
+        self._ended_cpu = 0.0  # CPU seconds of helper processes already stopped
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the helper processes have spent (the live one read from /proc)."""
+        process = self._process
+        live = process_cpu_seconds(process.pid) if process is not None else 0.0
+        return self._ended_cpu + live
 
     def _start(self) -> subprocess.Popen[bytes]:
         if self._process is None:
@@ -132,7 +140,10 @@ class _Helper:
                 self.close()
 
     def close(self) -> None:
-        process, self._process = self._process, None
+        process = self._process
+        if process is not None:
+            self._ended_cpu += process_cpu_seconds(process.pid)
+        self._process = None
         if process is not None:
             if process.stdin is not None:
                 process.stdin.close()
@@ -200,6 +211,10 @@ class UseEmbedder:
         if self._helper is not None and len(texts) >= _SHARE_FROM:
             return l2_normalise(self._helper.encode(texts, self.threads))
         return l2_normalise(encode_rows(texts, self.threads))
+
+    def helper_cpu_seconds(self) -> float:
+        """CPU seconds of the helper process (see ``relmerge.cputime``)."""
+        return self._helper.cpu_seconds() if self._helper is not None else 0.0
 
     def close(self) -> None:
         """Stop the helper process (it also stops by itself when this process ends)."""

@@ -17,6 +17,8 @@ import os
 import tempfile
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from rapidfuzz import fuzz
@@ -29,8 +31,54 @@ from relmerge.units import Unit
 
 # Names must look alike ("Acme Systems" / "Acme Systems Inc.") or mean the same across
 # languages ("Munich" / "慕尼黑"); "Linwood" / "Linford" (fuzzy 71) must not.
-_NAME_FUZZY = 90.0
-_NAME_COSINE = 0.85
+NAME_FUZZY = 90.0
+NAME_COSINE = 0.85
+
+
+def names_alike(left: str, right: str, cosine: float) -> bool:
+    """Two entity names that may name one entity: alike as token sets, or in meaning."""
+    if cosine >= NAME_COSINE:
+        return True
+    return fuzz.token_set_ratio(normalize_key_text(left), normalize_key_text(right)) >= NAME_FUZZY
+
+
+class ReportSink(Protocol):
+    """Where the semantic stage hands a chunk's units for the report."""
+
+    def add(self, units: Sequence[Unit], vectors: Rows, embedded: Sequence[bool]) -> None: ...
+
+
+@dataclass
+class ReportPart:
+    """One chunk's entries for the report, as plain values (they travel from a worker):
+    per unit its first input index, id, endpoint ids and names, and its relation vector
+    where it has one (``has_vector``; the rows of ``vectors`` are those units, in order)."""
+
+    firsts: list[int] = field(default_factory=list)
+    relation_ids: list[str] = field(default_factory=list)
+    ends: list[tuple[str, str]] = field(default_factory=list)
+    names: list[tuple[str, str]] = field(default_factory=list)
+    has_vector: list[bool] = field(default_factory=list)
+    vectors: Vectors = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+
+    def add(self, units: Sequence[Unit], vectors: Rows, embedded: Sequence[bool]) -> None:
+        """A :class:`ReportSink`: keeps the units, and the vectors of the ``embedded``."""
+        rows = [i for i, has in enumerate(embedded) if has]
+        matrices = [
+            np.ascontiguousarray(vectors[rows[start : start + 4096]], dtype=np.float32)
+            for start in range(0, len(rows), 4096)
+        ]
+        if self.has_vector and matrices:
+            matrices.insert(0, self.vectors)
+        if matrices:
+            self.vectors = np.concatenate(matrices) if len(matrices) > 1 else matrices[0]
+        for unit, has in zip(units, embedded, strict=True):
+            relation = unit.relation
+            self.firsts.append(unit.first)
+            self.relation_ids.append(relation.relation_id)
+            self.ends.append((relation.source_entity_id, relation.target_entity_id))
+            self.names.append((relation.source_entity_name, relation.target_entity_name))
+            self.has_vector.append(bool(has))
 
 
 class EntityReport:
@@ -42,39 +90,51 @@ class EntityReport:
         self._firsts: array[int] = array("q")
         self._ends: array[int] = array("q")  # source, target entity numbers, per relation
         self._names: array[int] = array("q")  # source, target name numbers, per relation
+        self._vector_rows: array[int] = array("q")  # row in the vector file, or -1
         self._relation_ids: list[str] = []
         self._entities: dict[str, int] = {}
         self._texts: dict[str, int] = {}
         self._vectors = tempfile.TemporaryFile(prefix="relmerge-report-")  # noqa: SIM115 (closed by close())
         self._row_bytes = 0
+        self._vector_count = 0
 
     def _number(self, table: dict[str, int], value: str) -> int:
         return table.setdefault(value, len(table))
 
-    def add(self, units: Sequence[Unit], vectors: Rows) -> None:
-        """One chunk's units (and their relation vectors, as rows)."""
+    def add(self, units: Sequence[Unit], vectors: Rows, embedded: Sequence[bool]) -> None:
+        """One chunk's units (and the relation vectors, as rows, of those ``embedded``)."""
         if self.limit <= 0 or not units:
             return
-        for start in range(0, len(units), 4096):  # a slice at a time: no copy of them all
-            rows = np.arange(start, min(start + 4096, len(units)))
-            matrix = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+        part = ReportPart()
+        part.add(units, vectors, embedded)
+        self.add_part(part)
+
+    def add_part(self, part: ReportPart) -> None:
+        """One chunk's entries, as a worker collected them."""
+        if self.limit <= 0 or not part.firsts:
+            return
+        if len(part.vectors):
+            matrix = np.ascontiguousarray(part.vectors, dtype=np.float32)
             self._row_bytes = matrix.shape[1] * 4
             self._vectors.write(matrix.tobytes())
-        for unit in units:
-            relation = unit.relation
-            self._firsts.append(unit.first)
-            self._ends.append(self._number(self._entities, relation.source_entity_id))
-            self._ends.append(self._number(self._entities, relation.target_entity_id))
-            self._names.append(self._number(self._texts, relation.source_entity_name))
-            self._names.append(self._number(self._texts, relation.target_entity_name))
-            self._relation_ids.append(relation.relation_id)
+        for i, first in enumerate(part.firsts):
+            self._firsts.append(first)
+            for end in part.ends[i]:
+                self._ends.append(self._number(self._entities, end))
+            for name in part.names[i]:
+                self._names.append(self._number(self._texts, name))
+            self._relation_ids.append(part.relation_ids[i])
+            if part.has_vector[i]:
+                self._vector_rows.append(self._vector_count)
+                self._vector_count += 1
+            else:
+                self._vector_rows.append(-1)
 
     def _rows(self, rows: Sequence[int]) -> Vectors:
         self._vectors.flush()
         descriptor = self._vectors.fileno()
-        data = b"".join(
-            os.pread(descriptor, self._row_bytes, row * self._row_bytes) for row in rows
-        )
+        size = self._row_bytes
+        data = b"".join(os.pread(descriptor, size, self._vector_rows[row] * size) for row in rows)
         return np.frombuffer(data, dtype=np.float32).reshape(len(rows), -1)
 
     def close(self) -> None:
@@ -100,7 +160,10 @@ class EntityReport:
                     members.append(row)
         ids = list(self._entities)
         candidates: dict[tuple[int, int], tuple[int, int, float]] = {}
-        for (_, role), members in by_anchor.items():
+        for (_, role), capped in by_anchor.items():
+            # A relation without a vector has no partner whose other endpoint's name looks
+            # alike (``report_candidates``): no pair of it could be reported.
+            members = [row for row in capped if self._vector_rows[row] >= 0]
             if len(members) < 2:
                 continue
             block = self._rows(members)
@@ -136,11 +199,8 @@ class EntityReport:
         position = {entity: i for i, entity in enumerate(name_ids)}
         issues = []
         for (left, right), (first, second, score) in sorted(by_id.items()):
-            name_fuzzy = fuzz.token_set_ratio(
-                normalize_key_text(names[left]), normalize_key_text(names[right])
-            )
-            name_cosine = float(name_vectors[position[left]] @ name_vectors[position[right]])
-            if name_fuzzy < _NAME_FUZZY and name_cosine < _NAME_COSINE:
+            cosine = float(name_vectors[position[left]] @ name_vectors[position[right]])
+            if not names_alike(names[left], names[right], cosine):
                 continue
             issues.append(
                 StepIssue(

@@ -26,8 +26,8 @@ from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
-from relmerge.stages.semantic.neighbours import EntityReport
+from relmerge.stages.semantic.blocking import BlockKey, block_pair_counts, make_blocks
+from relmerge.stages.semantic.neighbours import ReportSink
 from relmerge.stages.semantic.text import RelationRows, UnitVectors, embed_units
 from relmerge.units import Originals, Unit, merge_units
 
@@ -50,13 +50,23 @@ class SemanticOutcome:
 
 @dataclass
 class PreparedUnits:
-    """Units with their features, description vectors and name vectors, ready to be
-    decided."""
+    """Units with their blocks, and for the units that need them, features, description
+    vectors and name vectors: ready to be decided.
+
+    A unit alone in its block is never scored, so it gets no features, and vectors only
+    when the cross-block report may compare it (see ``neighbours.report_candidates``).
+    """
 
     units: Sequence[Unit]
-    features: list[RelationFeatures]
+    blocks: dict[BlockKey, list[int]]
+    features: Mapping[int, RelationFeatures]
     descriptions: UnitVectors
     names: UnitVectors
+    embedded: list[bool]
+
+    @property
+    def embedded_count(self) -> int:
+        return sum(self.embedded)
 
 
 class LazyJobs(Sequence[BlockJob]):
@@ -94,7 +104,7 @@ class SemanticStage:
         on_block_done: Callable[[int], None] = lambda n: None,
         memory: Remembered | None = None,
         engine: BlockEngine | None = None,
-        report: EntityReport | None = None,
+        report: ReportSink | None = None,
         shared_names: frozenset[str] = frozenset(),
     ) -> None:
         """``engine`` decides the blocks (default: :class:`LocalEngine`, this process);
@@ -123,31 +133,51 @@ class SemanticStage:
     async def run(self, units: Sequence[Unit]) -> SemanticOutcome:
         return await self.decide(await self.prepare(units))
 
-    async def prepare(self, units: Sequence[Unit]) -> PreparedUnits:
+    async def prepare(
+        self, units: Sequence[Unit], report_needs: Callable[[Unit], bool] | None = None
+    ) -> PreparedUnits:
         """Embed and describe ``units``: the CPU-heavy part, which needs no decision (the
-        features are computed while the embedding runs in its threads)."""
-        texts = [
-            embedding_text(unit.relation, self.config.embedding_description_chars) for unit in units
-        ]
-        embedding = asyncio.ensure_future(embed_units(texts, self.embedder))
+        features are computed while the embedding runs in its threads).
+
+        Units in blocks of two or more are embedded and described; a unit alone in its
+        block is embedded only for the cross-block report, when ``report_needs`` says it
+        may be compared there (None: whenever a report is collected).
+        """
+        blocks = make_blocks(units)
+        in_multi = [False] * len(units)
+        for members in blocks.values():
+            if len(members) > 1:
+                for i in members:
+                    in_multi[i] = True
+        if self.report is None:
+            embedded = in_multi
+        elif report_needs is None:
+            embedded = [True] * len(units)
+        else:
+            embedded = [multi or report_needs(u) for multi, u in zip(in_multi, units, strict=True)]
+        limit = self.config.embedding_description_chars
+        texts = [embedding_text(unit.relation, limit) for unit in units]
+        embedding = asyncio.ensure_future(embed_units(texts, self.embedder, embedded))
         await asyncio.sleep(0)  # the embedding starts (in threads) before the features
         try:
-            features = [
-                relation_features(unit.relation, self.lexicon, self.shared_names) for unit in units
-            ]
+            features = {
+                i: relation_features(units[i].relation, self.lexicon, self.shared_names)
+                for i, multi in enumerate(in_multi)
+                if multi
+            }
         except BaseException:
             embedding.cancel()
             raise
         descriptions = await embedding
         # Names repeat a lot ("related", "下辖"): each distinct name is embedded once.
-        names = await embed_units([unit.relation.name for unit in units], self.embedder)
-        return PreparedUnits(units, features, descriptions, names)
+        names = await embed_units([unit.relation.name for unit in units], self.embedder, embedded)
+        return PreparedUnits(units, blocks, features, descriptions, names, embedded)
 
     async def decide(self, prepared: PreparedUnits) -> SemanticOutcome:
         """Blocks → scores → tiers → LLM → merged units."""
         units, features = prepared.units, prepared.features
         outcome = SemanticOutcome(units=[])
-        blocks = make_blocks(units)
+        blocks = prepared.blocks
         outcome.pair_counts = block_pair_counts(blocks)
         multi = [members for members in blocks.values() if len(members) > 1]
         jobs = LazyJobs(
@@ -162,7 +192,8 @@ class SemanticStage:
         outcome.units = sorted(final, key=lambda unit: unit.first)
         outcome.merge_count = len(units) - len(outcome.units)
         if self.report is not None:
-            self.report.add(units, RelationRows(prepared.descriptions, prepared.names))
+            rows = RelationRows(prepared.descriptions, prepared.names)
+            self.report.add(units, rows, prepared.embedded)
         for decision in outcome.decisions:
             outcome.tier_counts[decision.tier] = outcome.tier_counts.get(decision.tier, 0) + 1
         return outcome

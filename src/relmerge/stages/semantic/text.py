@@ -40,7 +40,10 @@ class UnitVectors:
         return len(self.rows)
 
     def __getitem__(self, indices: Sequence[int] | npt.NDArray[np.intp]) -> Vectors:
-        block: Vectors = self.matrix[self.rows[np.asarray(indices, dtype=np.intp)]]
+        rows = self.rows[np.asarray(indices, dtype=np.intp)]
+        if len(rows) and rows.min() < 0:
+            raise AssertionError("a vector was asked for a unit that was not embedded")
+        block: Vectors = self.matrix[rows]
         return block
 
 
@@ -58,9 +61,21 @@ class RelationRows:
         return relation_vectors(self.descriptions[indices], self.names[indices])
 
 
-async def embed_units(texts: Sequence[str], embedder: EmbeddingModel) -> UnitVectors:
-    """Embed the distinct ``texts`` once; one row index per text."""
-    distinct = list(dict.fromkeys(texts))
+async def embed_units(
+    texts: Sequence[str], embedder: EmbeddingModel, wanted: Sequence[bool] | None = None
+) -> UnitVectors:
+    """Embed the distinct ``texts`` once; one row index per text. With ``wanted``, only
+    the texts of the units it marks are embedded (the others' row is -1: none)."""
+    chosen = texts if wanted is None else [t for t, w in zip(texts, wanted, strict=True) if w]
+    distinct = list(dict.fromkeys(chosen))
     position = {text: row for row, text in enumerate(distinct)}
-    matrix = await embedder.embed(distinct)
-    return UnitVectors(matrix, np.fromiter((position[t] for t in texts), np.intp, len(texts)))
+    matrix = await embedder.embed(distinct) if distinct else np.zeros((0, 0), np.float32)
+    if wanted is None:
+        rows = np.fromiter((position[t] for t in texts), np.intp, len(texts))
+    else:
+        rows = np.fromiter(
+            (position[t] if w else -1 for t, w in zip(texts, wanted, strict=True)),
+            np.intp,
+            len(texts),
+        )
+    return UnitVectors(matrix, rows)

@@ -1,0 +1,254 @@
+"""The work of one chunk of whole blocks, wherever it runs.
+
+    exact stage ─► (semantic stage on) embed ─► score and decide the blocks ─► final units
+
+:func:`work_chunk` takes plain values (:class:`ChunkTask` and the run's
+:class:`ChunkSettings`) and returns plain values (:class:`ChunkResult`): what the driver
+writes (output relations as JSON, decisions, clarifications), adds up (counts, issues)
+or keeps for after the last chunk (the cross-block report's entries). It writes nothing
+itself. The local engine calls it in the driver; the Ray engine in a task on a worker,
+whose LLM requests go through the driver's gateway. Blocks never span chunks, so a chunk
+gives the same result wherever it is worked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.cputime import CpuMeter
+from relmerge.decide.memory import Remembered
+from relmerge.model import ExtractedRelation, StepIssue
+from relmerge.prompts.context import EntityContext
+from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel
+from relmerge.stages.exact import ExactOutcome, ExactStage
+from relmerge.stages.semantic.blocking import add_pair_counts
+from relmerge.stages.semantic.neighbours import ReportPart
+from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
+from relmerge.units import Unit
+
+Progress = Callable[[str, int], None]
+
+
+@dataclass
+class ChunkRun:
+    """What an engine needs to work a run's chunks: the shared settings, the driver's
+    model (budget, cache, accounting: the one door to the LLM) and embedder, where
+    progress goes, and the driver's CPU meter."""
+
+    settings: ChunkSettings
+    model: LanguageModel
+    embedder: EmbeddingModel | None
+    on_progress: Progress
+    meter: CpuMeter
+
+
+class ChunkEngine(Protocol):
+    """Works chunks and yields their results in the order of ``tasks`` (the driver
+    writes them in that order, so every engine gives the same outputs). ``tasks`` is
+    consumed lazily: an engine keeps only a bounded number of chunks in flight."""
+
+    name: str
+
+    def run_chunks(
+        self, run: ChunkRun, tasks: Iterator[ChunkTask]
+    ) -> AsyncGenerator[ChunkResult, None]: ...
+
+    def describe(self) -> dict[str, Any]:
+        """``workers`` and anything else the result's ``engine`` object shows."""
+        ...
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """What every chunk of a run shares (sent to each worker once)."""
+
+    config: DeduplicateRelationsConfig
+    entities: Mapping[str, EntityContext] = field(default_factory=dict)
+    memory: Remembered | None = None
+    shared_names: frozenset[str] = frozenset()
+    semantic: bool = True  # the semantic stage runs (an embedder is given)
+    report: bool = True  # the cross-block report collects this chunk's units
+
+
+@dataclass
+class ChunkTask:
+    """One chunk: its input indices (input order) and relations, as objects or as their
+    JSON (the spool's bytes travel without being parsed in the driver).
+    ``report_needs``: the input indices whose unit the cross-block report may compare,
+    so a unit alone in its block is embedded only if listed (None: every unit)."""
+
+    number: int
+    indices: list[int]
+    relations: list[ExtractedRelation] | list[bytes]
+    report_needs: frozenset[int] | None = None
+
+    def originals(self) -> dict[int, ExtractedRelation]:
+        parsed = [
+            ExtractedRelation.model_construct(**orjson.loads(item))
+            if isinstance(item, bytes)
+            else item
+            for item in self.relations
+        ]
+        return dict(zip(self.indices, parsed, strict=True))
+
+
+@dataclass
+class Tally:
+    """The result counters of a chunk, or summed over chunks."""
+
+    exact_merges: int = 0
+    semantic_merges: int = 0
+    failed: int = 0
+    llm_needed_groups: int = 0
+    llm_needed_pairs: int = 0
+    exact_rounds: int = 0
+    semantic_rounds: int = 0
+    blocking: dict[str, int] = field(default_factory=dict)
+    tiers: dict[str, int] = field(default_factory=dict)
+
+    def add_exact(self, exact: ExactOutcome) -> None:
+        self.exact_merges += exact.merge_count
+        self.failed += exact.failed_group_count
+        self.llm_needed_groups += exact.llm_needed_group_count
+        self.exact_rounds = max(self.exact_rounds, exact.rounds)
+
+    def add_semantic(self, semantic: SemanticOutcome) -> None:
+        self.semantic_merges += semantic.merge_count
+        self.failed += semantic.failed_block_count
+        self.llm_needed_pairs += semantic.llm_needed_pair_count
+        self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
+        add_pair_counts(self.blocking, semantic.pair_counts)
+        for tier, count in semantic.tier_counts.items():
+            self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+    def add(self, other: Tally) -> None:
+        self.exact_merges += other.exact_merges
+        self.semantic_merges += other.semantic_merges
+        self.failed += other.failed
+        self.llm_needed_groups += other.llm_needed_groups
+        self.llm_needed_pairs += other.llm_needed_pairs
+        self.exact_rounds = max(self.exact_rounds, other.exact_rounds)
+        self.semantic_rounds = max(self.semantic_rounds, other.semantic_rounds)
+        add_pair_counts(self.blocking, other.blocking)
+        for tier, count in other.tiers.items():
+            self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+
+@dataclass
+class ChunkResult:
+    """What one chunk gives the driver. ``outputs``: (members, relation id, relation
+    JSON) per output relation, in order of first member. ``cpu``: CPU seconds per stage
+    in the process that worked the chunk; ``node``: the Ray node it ran on ("" here)."""
+
+    number: int
+    outputs: list[tuple[tuple[int, ...], str, bytes]] = field(default_factory=list)
+    exact_decisions: list[dict[str, Any]] = field(default_factory=list)
+    semantic_decisions: list[dict[str, Any]] = field(default_factory=list)
+    clarifications: list[dict[str, Any]] = field(default_factory=list)
+    exact_issues: list[StepIssue] = field(default_factory=list)
+    semantic_issues: list[StepIssue] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    report: ReportPart | None = None
+    groups_done: int = 0
+    blocks_done: int = 0
+    texts_embedded: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)
+    wall: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
+    wall_s: float = 0.0
+    node: str = ""
+    invalid_answers: int = 0  # unusable LLM answers seen by a worker's model
+    new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
+
+
+async def work_chunk(
+    task: ChunkTask,
+    settings: ChunkSettings,
+    llm: LanguageModel,
+    embedder: EmbeddingModel | None,
+    on_progress: Progress = lambda stage, n: None,
+    meter: CpuMeter | None = None,
+) -> ChunkResult:
+    """Exact stage, then (semantic stage on) embedding and block decisions, of one chunk.
+
+    ``on_progress(stage, n)`` hears of finished exact groups ("exact") and semantic
+    blocks ("semantic") as they finish; ``meter`` measures the CPU of each stage (a new
+    one measures this process only).
+    """
+    started = time.perf_counter()
+    meter = meter or CpuMeter()
+    before, before_wall = dict(meter.stages), dict(meter.wall)
+    config = settings.config
+    result = ChunkResult(task.number)
+
+    def progressed(stage: str) -> Callable[[int], None]:
+        def advance(n: int) -> None:
+            if stage == "exact":
+                result.groups_done += n
+            else:
+                result.blocks_done += n
+            on_progress(stage, n)
+
+        return advance
+
+    with meter.stage("exact"):
+        originals = task.originals()
+        units = [Unit(originals[i], (i,)) for i in task.indices]
+        exact = await ExactStage(
+            config, llm, originals, progressed("exact"), defer_llm=config.semantic_merge
+        ).run(units)
+        del units
+        result.tally.add_exact(exact)
+        result.exact_issues = exact.issues
+        result.exact_decisions = [d.model_dump(mode="json") for d in exact.decisions]
+    final = exact.units
+    if settings.semantic and embedder is not None:
+        report = ReportPart() if settings.report else None
+        stage = SemanticStage(
+            config,
+            llm,
+            embedder,
+            originals,
+            settings.entities,
+            on_block_done=progressed("semantic"),
+            memory=settings.memory,
+            report=report,
+            shared_names=settings.shared_names,
+        )
+        needs = task.report_needs
+        with meter.stage("embed"):
+            prepared = await stage.prepare(
+                exact.units, None if needs is None else (lambda unit: unit.first in needs)
+            )
+        result.texts_embedded = len(prepared.descriptions.matrix) + len(prepared.names.matrix)
+        with meter.stage("decide"):
+            semantic = await stage.decide(prepared)
+            del prepared
+            result.tally.add_semantic(semantic)
+            result.semantic_issues = semantic.issues
+            result.semantic_decisions = [d.model_dump(mode="json") for d in semantic.decisions]
+            result.clarifications = semantic.clarifications
+            final = semantic.units
+        result.report = report
+    with meter.stage("write"):
+        result.outputs = [
+            (unit.members, unit.relation.relation_id, unit.relation.to_json()) for unit in final
+        ]
+    result.cpu = {
+        stage: round(seconds - before.get(stage, 0.0), 4)
+        for stage, seconds in meter.stages.items()
+        if seconds - before.get(stage, 0.0) > 0
+    }
+    result.wall = {
+        stage: round(seconds - before_wall.get(stage, 0.0), 4)
+        for stage, seconds in meter.wall.items()
+        if stage in result.cpu
+    }
+    result.wall_s = time.perf_counter() - started
+    return result
