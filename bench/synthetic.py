@@ -56,6 +56,7 @@ import json
 import random
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -733,6 +734,23 @@ def _semantic_block_size(rng: random.Random) -> int:
     return rng.choices(sizes, weights=[1 / size for size in sizes])[0]
 
 
+GRAPHRAG_SINGLETON_SHARE = 0.90  # of blocks: one relation (real GraphRAG output: ~95%)
+
+
+def _graphrag_block_size(rng: random.Random) -> int:
+    return 1 if rng.random() < GRAPHRAG_SINGLETON_SHARE else rng.choice((2, 2, 2, 3, 4))
+
+
+def _lengthened(rng: random.Random, description: str, texts: Sequence[str]) -> str:
+    """``description`` continued with sentences of ``texts`` up to the length of one of
+    them drawn at random (never cut below the fact's own sentence)."""
+    target = len(rng.choice(texts))
+    longer = description
+    while len(longer) < target:
+        longer = f"{longer} {rng.choice(texts)}"
+    return longer[: max(target, len(description))].rstrip()
+
+
 def _compatible(kinds: tuple[str, str]) -> list[tuple[SemanticTemplate, bool]]:
     """Templates that fit an endpoint pair of these kinds, and whether they run reversed."""
     found = []
@@ -774,8 +792,15 @@ def _block_facts(
     return facts
 
 
-def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def generate_semantic(
+    n: int, seed: int = 0, shape: str = "semantic", texts: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """A semantic-stage batch: ``(records, gold)``, ``gold`` = relation id -> fact label.
+
+    ``shape="graphrag"`` gives the shape of real GraphRAG output instead: 90% of blocks
+    hold one relation, the rest 2–4; ``max(400, n // 2)`` entities; each description is
+    continued with sentences of ``texts`` (real descriptions) up to the length of one of
+    them drawn at random, so lengths follow the real ones.
 
     Records have the same fields and validity as :func:`generate`'s. Structure:
 
@@ -813,8 +838,12 @@ def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict
     """
     if n < 0:
         raise ValueError("n must be >= 0")
-    rng = random.Random(f"relmerge-bench-semantic:{seed}:{n}")
-    pool = _entity_pool(rng, max(400, n // 4), seed)
+    if shape not in ("semantic", "graphrag") or (shape == "graphrag" and not texts):
+        raise ValueError("shape is 'semantic', or 'graphrag' with texts")
+    graphrag = shape == "graphrag"
+    rng = random.Random(f"relmerge-bench-{shape}:{seed}:{n}")
+    pool = _entity_pool(rng, max(400, n // 2 if graphrag else n // 4), seed)
+    block_size = _graphrag_block_size if graphrag else _semantic_block_size
     by_kind: dict[str, list[Entity]] = {}
     for (kind, _), entities in sorted(pool.items()):
         by_kind.setdefault(kind, []).extend(entities)
@@ -824,7 +853,7 @@ def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict
     mentions: list[tuple[dict[str, Any], str]] = []  # (record without ids, fact label)
     block = 0
     while len(mentions) < n:
-        size = min(_semantic_block_size(rng), n - len(mentions))
+        size = min(block_size(rng), n - len(mentions))
         template = rng.choice(_SEMANTIC_TEMPLATES)
         for _ in range(100):
             a = rng.choice(by_kind[template.source_kind])
@@ -873,6 +902,8 @@ def generate_semantic(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], dict
                 "description": wordings[wording].format(s=source.name, t=target.name, **values),
                 "attributes": attributes,
             }
+            if graphrag:
+                record["description"] = _lengthened(rng, record["description"], texts)
             earlier.append(record)
             mentions.append((record, label))
         block += 1

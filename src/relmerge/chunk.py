@@ -14,7 +14,7 @@ gives the same result wherever it is worked.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from relmerge.decide.memory import Remembered
 from relmerge.model import ExtractedRelation, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.stages.exact import ExactOutcome, ExactStage
 from relmerge.stages.semantic.blocking import add_pair_counts
 from relmerge.stages.semantic.neighbours import ReportPart
@@ -62,6 +62,10 @@ class ChunkEngine(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """``workers`` and anything else the result's ``engine`` object shows."""
+        ...
+
+    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
+        """Vectors of ``texts`` by the run's embedder, wherever it runs best."""
         ...
 
 

@@ -129,6 +129,24 @@ class Intake:
     mapped: array[int] = field(default_factory=lambda: array("q"))  # indices in blocks
     hashes: array[int] = field(default_factory=lambda: array("q"))  # their block hashes
     names: Counter[str] = field(default_factory=Counter)  # normalised relation names
+    # Per relation in blocks: entity numbers and entity-name numbers, (source, target).
+    ends: array[int] = field(default_factory=lambda: array("q"))
+    end_names: array[int] = field(default_factory=lambda: array("q"))
+    entity_numbers: dict[str, int] = field(default_factory=dict)
+    name_numbers: dict[str, int] = field(default_factory=dict)
+
+    def endpoints(self) -> tuple[Indices, Indices]:
+        """Entity numbers and entity-name numbers, one (source, target) row per relation
+        in blocks (the order of ``mapped``)."""
+        ends = np.array(self.ends, dtype=np.int64).reshape(-1, 2)
+        return ends, np.array(self.end_names, dtype=np.int64).reshape(-1, 2)
+
+    def singletons(self) -> npt.NDArray[np.bool_]:
+        """Per relation in blocks, whether it is alone in its block."""
+        hashes = np.array(self.hashes, dtype=np.int64)
+        _, inverse, counts = np.unique(hashes, return_inverse=True, return_counts=True)
+        alone: npt.NDArray[np.bool_] = counts[inverse.ravel()] == 1
+        return alone
 
     def shared_names(self, share: float) -> frozenset[str]:
         """The batch's names that tell no two facts apart (see ``batch_shared_names``)."""
@@ -182,6 +200,11 @@ def _take_in(
         intake.mapped.append(index)
         intake.hashes.append(block_hash(relation))
         intake.names[normalize_key_text(relation.name)] += 1
+        entities, names = intake.entity_numbers, intake.name_numbers
+        intake.ends.append(entities.setdefault(relation.source_entity_id, len(entities)))
+        intake.ends.append(entities.setdefault(relation.target_entity_id, len(entities)))
+        intake.end_names.append(names.setdefault(relation.source_entity_name, len(names)))
+        intake.end_names.append(names.setdefault(relation.target_entity_name, len(names)))
         intake.spool.add(index, relation)
 
 

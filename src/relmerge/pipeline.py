@@ -14,6 +14,8 @@ from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, overload
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
 from relmerge.cache import RunCache
@@ -41,6 +43,7 @@ from relmerge.stages.exact import exact_key
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stages.semantic.blocking import add_pair_counts, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
+from relmerge.stages.semantic.partners import report_candidates
 from relmerge.stores.base import ObjectStore
 from relmerge.units import Unit
 
@@ -200,6 +203,24 @@ def free_merged_ids(
         yield members, relation_id, data
 
 
+async def _report_needs(
+    intake: Intake, config: DeduplicateRelationsConfig, engine: ChunkEngine, run: ChunkRun
+) -> npt.NDArray[np.bool_]:
+    """By input index: whether the relation's unit needs a vector (see ``partners``)."""
+    ends, names = intake.endpoints()
+    marked = await report_candidates(
+        ends,
+        names,
+        list(intake.name_numbers),
+        intake.singletons(),
+        config.entity_report_limit,
+        lambda texts: engine.embed(run, texts),
+    )
+    needs = np.zeros(len(intake.ids), dtype=np.bool_)
+    needs[np.array(intake.mapped, dtype=np.int64)] = marked
+    return needs
+
+
 def strict_failure(rejected: Sequence[Rejected]) -> str:
     """The one-line error of ``strict=True``: how many records, and the first one's reason."""
     first = rejected[0]
@@ -354,17 +375,22 @@ async def _deduplicate(
         semantic=semantic_on,
         report=report is not None and config.entity_report_limit > 0,
     )
-
-    def tasks() -> Iterator[ChunkTask]:
-        for number, chunk in enumerate(chunks):
-            indices = chunk.tolist()
-            yield ChunkTask(number, indices, intake.spool.load_raw(indices))
-
+    run = ChunkRun(settings, model, embedder, progress.advance, meter)
     progress.start("exact", None)
     if semantic_on:
         progress.start("semantic", None)
     progress.start("write", None)
-    run = ChunkRun(settings, model, embedder, progress.advance, meter)
+    needs = None
+    if settings.report:
+        with clock.timed("embed"), meter.stage("plan"):
+            needs = await _report_needs(intake, config, engine, run)
+
+    def tasks() -> Iterator[ChunkTask]:
+        for number, chunk in enumerate(chunks):
+            indices = chunk.tolist()
+            wanted = None if needs is None else frozenset(chunk[needs[chunk]].tolist())
+            yield ChunkTask(number, indices, intake.spool.load_raw(indices), wanted)
+
     try:
         async with aclosing(engine.run_chunks(run, tasks())) as results:
             while True:

@@ -16,6 +16,7 @@ from relmerge.decide.job import BlockJob, decide_block
 
 if TYPE_CHECKING:
     from relmerge.chunk import ChunkResult, ChunkRun, ChunkTask
+    from relmerge.providers.embedding import Vectors
 
 
 class BlockEngine(Protocol):
@@ -49,6 +50,11 @@ class LocalEngine:
 
     def describe(self) -> dict[str, Any]:
         return {"workers": 0}
+
+    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
+        if run.embedder is None:
+            raise AssertionError("no embedder")  # the pipeline asks only with one
+        return await run.embedder.embed(texts)
 
     async def decide_blocks(
         self,

@@ -52,6 +52,9 @@ class EngineFigures:
             self.worker_cpu[stage] = self.worker_cpu.get(stage, 0.0) + seconds
 
     def figures(self, described: dict[str, Any], meter: CpuMeter, wall_s: float) -> dict[str, Any]:
+        described = dict(described)
+        for stage, seconds in described.pop("extra_worker_cpu", {}).items():
+            self.worker_cpu[stage] = self.worker_cpu.get(stage, 0.0) + seconds
         driver = meter.total()
         workers = sum(self.worker_cpu.values())
         stages = {

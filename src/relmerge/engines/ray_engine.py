@@ -189,6 +189,14 @@ def _work_on_worker(
     return ("ok", None), result
 
 
+def _embed_on_worker(recipe: EmbedderRecipe, texts: list[str]) -> tuple[Vectors, float]:
+    """A Ray task: vectors of ``texts`` and the CPU seconds they took here."""
+    meter = CpuMeter()
+    with meter.stage("embed"):
+        vectors = asyncio.run(worker_base(recipe).embed(texts))
+    return vectors, meter.total()
+
+
 class RayEngine:
     """Works chunks on a Ray cluster: ``address`` as for ``ray.init`` (None: the
     ``RAY_ADDRESS`` cluster if set, else a new local one with this machine's CPUs).
@@ -207,6 +215,7 @@ class RayEngine:
         self.window = window
         self.strategy = strategy
         self._cpus = 0
+        self.extra_worker_cpu: dict[str, float] = {}  # worker CPU outside chunk results
 
     def connect(self) -> ModuleType:
         ray = import_ray()
@@ -215,7 +224,29 @@ class RayEngine:
         return ray
 
     def describe(self) -> dict[str, Any]:
-        return {"workers": self._cpus}
+        return {"workers": self._cpus, "extra_worker_cpu": dict(self.extra_worker_cpu)}
+
+    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
+        """Many texts (the report's entity names) on the workers, in parts; an embedder
+        that cannot be built there embeds in the driver."""
+        recipe = recipe_for(run.embedder)
+        if recipe is None or len(texts) < 1024:
+            if run.embedder is None:
+                raise AssertionError("no embedder")  # the pipeline asks only with one
+            return await run.embedder.embed(texts)
+        ray = self.connect()
+        task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
+            _embed_on_worker
+        )
+        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        size = max(1024, -(-len(texts) // (4 * self._cpus)))
+        refs = [task.remote(recipe, list(texts[i : i + size])) for i in range(0, len(texts), size)]
+        parts = []
+        for ref in refs:
+            vectors, cpu = await landed(ref)
+            self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
+            parts.append(vectors)
+        return np.concatenate(parts)
 
     async def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]
