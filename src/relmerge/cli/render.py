@@ -84,6 +84,18 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         ("tokens", result["tokens"]["total"]),
         ("seconds", result["seconds"]["total"]),
     ]
+    engine = result.get("engine")
+    if engine is not None:
+        if engine["name"] != "local":
+            where = f"{engine['name']}: {engine['workers']} CPUs, {len(engine['nodes'])} nodes"
+            rows.append(("engine", where))
+        rows.append(
+            (
+                "CPU seconds: driver / workers (driver's share)",
+                f"{engine['driver_cpu_s']:.1f} / {engine['worker_cpu_s']:.1f} "
+                f"({engine['driver_cpu_share']:.0%})",
+            )
+        )
     for label, value in rows:
         table.add_row(label, str(value))
     codes = Counter(issue["code"] for issue in result["issues"])

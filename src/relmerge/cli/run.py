@@ -155,7 +155,8 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     type=click.Choice(["local", "ray"]),
     default="local",
     show_default=True,
-    help="Where semantic blocks are decided: this process, or Ray workers "
+    help="Where the work runs: this process, or Ray workers that embed and decide "
+    "whole chunks while this process reads, serves the LLM and writes "
     "(pip install relmerge[ray]).",
 )
 @click.option(
