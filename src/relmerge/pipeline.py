@@ -1,7 +1,8 @@
-"""The only module that knows the stage order.
+"""The driver of a run: it knows the order of the run's phases.
 
-intake (stream in, validate, remap, park) ─► chunks of whole blocks, for each:
-    exact stage ─► semantic stage ─► write relations, log decisions and clarifications
+intake (stream in, validate, remap, park) ─► report candidates ─► chunks of whole blocks,
+worked by the engine (``relmerge.chunk``: exact stage ─► semantic stage), results taken
+in plan order ─► write relations, log decisions and clarifications
 ─► cross-block entity report ─► id mapping, logs, rejected records
 """
 

@@ -1,9 +1,11 @@
-"""Where the semantic stage decides its blocks: in this process, or across a Ray cluster.
+"""Where a run's work runs: in this process, or across a Ray cluster.
 
-Blocks (the records of one canonical endpoint pair) are independent, so they are the unit
-of distribution; embeddings, the neighbour report and the id mapping stay in the driver.
-How a block is decided is the kernel's (``relmerge.decide``). ``ray_engine`` is imported
-only when asked for: Ray is an optional extra.
+Chunks of whole blocks (the records of one canonical endpoint pair) are independent, so
+they are the unit of distribution: ``relmerge.chunk.work_chunk`` runs a chunk's exact
+stage, embedding and block decisions wherever the engine puts it; reading, the LLM
+gateway, the cross-block report, the id mapping and all writing stay in the driver.
+``figures`` turns the chunks' CPU seconds into the result's ``engine`` object.
+``ray_engine`` is imported only when asked for: Ray is an optional extra.
 """
 
 from relmerge.engines.base import BlockEngine, LocalEngine
