@@ -171,6 +171,18 @@ class ChunkResult:
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
 
 
+class EngineEmbedder:
+    """The run's embedder as its engine runs it (for the driver's own phases)."""
+
+    def __init__(self, engine: ChunkEngine, run: ChunkRun, name: str) -> None:
+        self.engine = engine
+        self.run = run
+        self.name = name
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        return await self.engine.embed(self.run, texts)
+
+
 async def work_chunk(
     task: ChunkTask,
     settings: ChunkSettings,

@@ -20,7 +20,14 @@ import numpy.typing as npt
 import orjson
 
 from relmerge.cache import RunCache
-from relmerge.chunk import ChunkEngine, ChunkRun, ChunkSettings, ChunkTask, Tally
+from relmerge.chunk import (
+    ChunkEngine,
+    ChunkRun,
+    ChunkSettings,
+    ChunkTask,
+    EngineEmbedder,
+    Tally,
+)
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.engines.base import LocalEngine
@@ -205,7 +212,7 @@ def free_merged_ids(
 
 
 async def _report_needs(
-    intake: Intake, config: DeduplicateRelationsConfig, engine: ChunkEngine, run: ChunkRun
+    intake: Intake, config: DeduplicateRelationsConfig, embedder: EmbeddingModel
 ) -> npt.NDArray[np.bool_]:
     """By input index: whether the relation's unit needs a vector (see ``partners``)."""
     ends, names = intake.endpoints()
@@ -215,7 +222,7 @@ async def _report_needs(
         list(intake.name_numbers),
         intake.singletons(),
         config.entity_report_limit,
-        lambda texts: engine.embed(run, texts),
+        embedder.embed,
     )
     needs = np.zeros(len(intake.ids), dtype=np.bool_)
     needs[np.array(intake.mapped, dtype=np.int64)] = marked
@@ -384,7 +391,7 @@ async def _deduplicate(
     needs = None
     if settings.report:
         with clock.timed("embed"), meter.stage("plan"):
-            needs = await _report_needs(intake, config, engine, run)
+            needs = await _report_needs(intake, config, EngineEmbedder(engine, run, ""))
 
     def tasks() -> Iterator[ChunkTask]:
         for number, chunk in enumerate(chunks):
@@ -418,7 +425,7 @@ async def _deduplicate(
         issues = [*intake.issues, *exact_issues, *semantic_issues]
         if report is not None and embedder is not None:
             with clock.timed("semantic"), meter.stage("report"):
-                issues.extend(await report.issues(embedder))
+                issues.extend(await report.issues(EngineEmbedder(engine, run, embedder.name)))
     finally:
         if report is not None:
             report.close()

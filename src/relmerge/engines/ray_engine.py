@@ -227,10 +227,11 @@ class RayEngine:
         return {"workers": self._cpus, "extra_worker_cpu": dict(self.extra_worker_cpu)}
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """Many texts (the report's entity names) on the workers, in parts; an embedder
-        that cannot be built there embeds in the driver."""
+        """Texts of the driver's own phases (the report's entity names) on the workers, in
+        parts: the driver never loads the model; an embedder that cannot be built there
+        embeds in the driver."""
         recipe = recipe_for(run.embedder)
-        if recipe is None or len(texts) < 1024:
+        if recipe is None or not texts:
             if run.embedder is None:
                 raise AssertionError("no embedder")  # the pipeline asks only with one
             return await run.embedder.embed(texts)
