@@ -406,15 +406,16 @@ async def _deduplicate(
                     done = await anext(results, None)
                 if done is None:
                     break
-                work.add(done)
-                tally.add(done.tally)
-                exact_issues.extend(done.exact_issues)
-                semantic_issues.extend(done.semantic_issues)
-                logs.exact.extend(done.exact_decisions)
-                logs.semantic.extend(done.semantic_decisions)
-                logs.clarifications.extend(done.clarifications)
-                if report is not None and done.report is not None:
-                    report.add_part(done.report)
+                with meter.stage("collect"):
+                    work.add(done)
+                    tally.add(done.tally)
+                    exact_issues.extend(done.exact_issues)
+                    semantic_issues.extend(done.semantic_issues)
+                    logs.exact.extend(done.exact_decisions)
+                    logs.semantic.extend(done.semantic_decisions)
+                    logs.clarifications.extend(done.clarifications)
+                    if report is not None and done.report is not None:
+                        report.add_part(done.report)
                 with clock.timed("write"), meter.stage("write"):
                     await write(done.outputs)
         with clock.timed("write"), meter.stage("write"):

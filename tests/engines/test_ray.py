@@ -190,3 +190,14 @@ def test_engine_ray_without_ray_installed_says_how_to_get_it(
     result = CliRunner().invoke(main, ["run", "x.jsonl", "-o", str(tmp_path), "--engine", "ray"])
     assert result.exit_code == 2
     assert "pip install relmerge[ray]" in result.output
+
+
+@needs_dev
+async def test_a_window_of_one_chunk_gives_the_local_outputs_of_many_chunks() -> None:
+    config = DeduplicateRelationsConfig(records_per_chunk=60)
+    local = await _run(NoLanguageModel(), LocalEngine(), config)
+    distributed = await _run(NoLanguageModel(), RayEngine(window=1), config)
+    _same(local, distributed)
+    assert local[0].result["chunk_count"] > 5
+    engine = distributed[0].result["engine"]
+    assert engine["chunks"] == local[0].result["chunk_count"] and engine["worker_cpu_s"] > 0

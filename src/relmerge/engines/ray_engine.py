@@ -235,7 +235,8 @@ class RayEngine:
             if run.embedder is None:
                 raise AssertionError("no embedder")  # the pipeline asks only with one
             return await run.embedder.embed(texts)
-        ray = self.connect()
+        with run.meter.stage("connect"):
+            ray = self.connect()
         task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
             _embed_on_worker
         )
@@ -252,7 +253,8 @@ class RayEngine:
     async def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]
     ) -> AsyncGenerator[ChunkResult, None]:
-        ray = self.connect()
+        with run.meter.stage("connect"):
+            ray = self.connect()
         self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         window = self.window or 2 * self._cpus
         recipe = recipe_for(run.embedder) if run.settings.semantic else None
@@ -277,8 +279,13 @@ class RayEngine:
         note_invalid = getattr(run.model, "note_invalid", None)
         in_flight: deque[Any] = deque()
         try:
-            for task in tasks:
-                in_flight.append(work.remote(settings, task, gateway, desk, *llm, recipe))
+            while True:
+                with run.meter.stage("submit"):  # read from the spool, sent to the store
+                    task = next(tasks, None)
+                    if task is not None:
+                        in_flight.append(work.remote(settings, task, gateway, desk, *llm, recipe))
+                if task is None:
+                    break
                 if len(in_flight) < window:
                     continue
                 yield await self._collect(in_flight.popleft(), run, persistent, note_invalid)
@@ -303,7 +310,10 @@ class RayEngine:
         persistent: PersistentEmbedder | None,
         note_invalid: Any,
     ) -> ChunkResult:
-        outcome, landed_result = await landed(ref)
+        landing = landed(ref)
+        await asyncio.wait([landing])
+        with run.meter.stage("collect"):  # the result unpickled here
+            outcome, landed_result = landing.result()
         raise_failure(outcome)
         result: ChunkResult = landed_result
         if note_invalid is not None:
