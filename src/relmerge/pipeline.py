@@ -44,7 +44,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.cached import CachingModel
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
 from relmerge.stages.exact import exact_key
@@ -383,6 +383,12 @@ async def _deduplicate(
         semantic=semantic_on,
         report=report is not None and config.entity_report_limit > 0,
     )
+    # The chunks' texts are embedded without the cache of recent texts in front of the
+    # embedder: each chunk's distinct texts go to the model as one list, whatever earlier
+    # chunks held, so the model batches them the same way on every engine (its vectors
+    # can differ in the last bits with the batch a text shares).
+    if isinstance(embedder, CachedEmbedder):
+        embedder = embedder.inner
     run = ChunkRun(settings, model, embedder, progress.advance, meter)
     progress.start("exact", None)
     if semantic_on:

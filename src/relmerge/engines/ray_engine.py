@@ -40,7 +40,7 @@ from relmerge.engines.gateway import (
 )
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.providers.cached import PersistentEmbedder
-from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder, Vectors
+from relmerge.providers.embedding import EmbeddingModel, HashEmbedder, Vectors
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -98,8 +98,10 @@ _WORKER_EMBEDDERS: dict[EmbedderRecipe, EmbeddingModel] = {}
 
 
 def worker_base(recipe: EmbedderRecipe) -> EmbeddingModel:
+    """The process's embedder. No cache of recent texts in front of it: a chunk's texts
+    are embedded as one list, batched as a local run batches them (see ``pipeline``)."""
     if recipe not in _WORKER_EMBEDDERS:
-        _WORKER_EMBEDDERS[recipe] = CachedEmbedder(recipe.build(), max_texts=20_000)
+        _WORKER_EMBEDDERS[recipe] = recipe.build()
     return _WORKER_EMBEDDERS[recipe]
 
 
@@ -241,7 +243,8 @@ class RayEngine:
             _embed_on_worker
         )
         self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        size = max(1024, -(-len(texts) // (4 * self._cpus)))
+        # Parts of whole 1024s: the model's batches fall where a local run's fall.
+        size = 1024 * max(1, -(-len(texts) // (4 * self._cpus * 1024)))
         refs = [task.remote(recipe, list(texts[i : i + size])) for i in range(0, len(texts), size)]
         parts = []
         for ref in refs:
