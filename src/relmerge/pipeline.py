@@ -9,6 +9,7 @@ in plan order ─► write relations, log decisions and clarifications
 from __future__ import annotations
 
 import time
+from array import array
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import aclosing, contextmanager, nullcontext
@@ -36,7 +37,7 @@ from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected
-from relmerge.io.spool import JsonLines
+from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress
@@ -62,8 +63,8 @@ NO_EMBEDDER = (
 
 
 class OutputRelations(Sequence[ExtractedRelation]):
-    """The output relations, in order, kept as their JSON bytes (as written to the store):
-    a third of the memory of the objects at scale. Items are parsed when read."""
+    """The output relations, in order, kept as their JSON bytes (as written to the store,
+    parked in a temporary file: see ``io.spool.ParkedBytes``). Items are parsed when read."""
 
     def __init__(self, encoded: Sequence[bytes]) -> None:
         self._encoded = encoded
@@ -361,7 +362,9 @@ async def _deduplicate(
     exact_issues: list[StepIssue] = []
     semantic_issues: list[StepIssue] = []
     prefix = config.deduplicated_relations_prefix
-    outputs: list[tuple[int, str, bytes]] = []  # (first member, key, JSON) per output
+    firsts: array[int] = array("q")  # first member per output relation, as written
+    keys_written: list[str] = []
+    encoded = ParkedBytes()  # the output relations' JSON, parked on disk
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
     work = EngineFigures(engine.name)
 
@@ -369,7 +372,9 @@ async def _deduplicate(
         files = []
         for members, relation_id, data in free_merged_ids(produced, intake.ids, taken):
             files.append((relation_key(prefix, relation_id), data))
-            outputs.append((members[0], *files[-1]))
+            firsts.append(members[0])
+            keys_written.append(files[-1][0])
+            encoded.append(data)
             for index in members:
                 output_of[index] = relation_id
         await write_files(store, files, lambda n: progress.advance("write", n))
@@ -433,6 +438,9 @@ async def _deduplicate(
         if report is not None and embedder is not None:
             with clock.timed("semantic"), meter.stage("report"):
                 issues.extend(await report.issues(EngineEmbedder(engine, run, embedder.name)))
+    except BaseException:
+        encoded.close()
+        raise
     finally:
         if report is not None:
             report.close()
@@ -440,10 +448,11 @@ async def _deduplicate(
     if semantic_on:
         progress.finish("semantic")
 
-    outputs.sort(key=lambda output: output[0])
-    keys = [key for _, key, _ in outputs]
-    relations = OutputRelations([data for _, _, data in outputs])
-    outputs.clear()
+    order = sorted(range(len(firsts)), key=firsts.__getitem__)  # input order
+    keys = [keys_written[i] for i in order]
+    relations = OutputRelations(encoded.ordered(array("q", order)))
+    keys_written.clear()
+    del firsts[:]
     if len(set(keys)) != len(keys):
         raise AssertionError("two output relations share an id")  # an internal bug, never input
     if not all(output_of):
