@@ -31,8 +31,8 @@ from relmerge.chunk import (
 )
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
-from relmerge.engines.base import LocalEngine
 from relmerge.engines.figures import EngineFigures
+from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from relmerge.chunk import ChunkEngine
 from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.engines.base import LocalEngine
+from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities, read_entity_mapping, read_input

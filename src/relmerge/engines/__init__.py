@@ -8,6 +8,18 @@ gateway, the cross-block report, the id mapping and all writing stay in the driv
 ``ray_engine`` is imported only when asked for: Ray is an optional extra.
 """
 
-from relmerge.engines.base import BlockEngine, LocalEngine
+from typing import Any
+
+from relmerge.engines.base import BlockEngine
+
+
+def __getattr__(name: str) -> Any:
+    # Imported when asked for: ``local`` imports the chunk's stages, which import ``base``.
+    if name == "LocalEngine":
+        from relmerge.engines.local import LocalEngine
+
+        return LocalEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["BlockEngine", "LocalEngine"]

@@ -1,22 +1,17 @@
-"""Where work runs: the in-process engine, for a run's chunks and a chunk's blocks.
+"""Where a chunk's blocks are decided: the engine protocol and the in-process engine.
 
-What a block's decision is belongs to the kernel (``relmerge.decide.job``), what a
-chunk's work is to ``relmerge.chunk``; an engine only chooses where they run and hands
-results back in order.
+What a block's decision is belongs to the kernel (``relmerge.decide.job``); an engine
+only chooses where ``decide_block`` runs and hands results back in block order.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from relmerge.decide.block import BlockDecider, BlockResult
 from relmerge.decide.job import BlockJob, decide_block
-
-if TYPE_CHECKING:
-    from relmerge.chunk import ChunkResult, ChunkRun, ChunkTask
-    from relmerge.providers.embedding import Vectors
 
 
 class BlockEngine(Protocol):
@@ -31,30 +26,8 @@ class BlockEngine(Protocol):
 
 
 class LocalEngine:
-    """Everything in this process (the default): chunks one after the other, the blocks
-    of a chunk concurrently on one event loop."""
-
-    name = "local"
-
-    async def run_chunks(
-        self, run: ChunkRun, tasks: Iterator[ChunkTask]
-    ) -> AsyncGenerator[ChunkResult, None]:
-        # One chunk at a time: preparing the next one while this one was decided
-        # measured slower on two cores (the embedding already uses both).
-        from relmerge.chunk import work_chunk
-
-        for task in tasks:
-            yield await work_chunk(
-                task, run.settings, run.model, run.embedder, run.on_progress, run.meter
-            )
-
-    def describe(self) -> dict[str, Any]:
-        return {"workers": 0}
-
-    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        if run.embedder is None:
-            raise AssertionError("no embedder")  # the pipeline asks only with one
-        return await run.embedder.embed(texts)
+    """The blocks of a chunk in this process, concurrently on one event loop (the default;
+    ``engines.local.LocalEngine`` adds the chunks)."""
 
     async def decide_blocks(
         self,
