@@ -153,7 +153,11 @@ class RayCluster:
         for pid in self._ours():  # any straggler of ours, by its id
             with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(self.root, ignore_errors=True)
+        for _ in range(10):  # a process that was just stopped may still be closing its logs
+            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.root.exists():
+                break
+            time.sleep(0.5)
 
     def __enter__(self) -> RayCluster:
         return self.start()
