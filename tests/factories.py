@@ -85,3 +85,10 @@ def merge_answer(
 def logged_decisions(store: MemoryStore, key: str = "decisions.jsonl") -> list[Decision]:
     """The decision log a run wrote into ``store``, as objects."""
     return [Decision.model_validate_json(line) for line in store.objects[key].splitlines()]
+
+
+def logged_clarifications(
+    store: MemoryStore, key: str = "clarifications.jsonl"
+) -> list[dict[str, Any]]:
+    """The questions for a person a run wrote into ``store``."""
+    return [orjson.loads(line) for line in store.objects.get(key, b"").splitlines()]

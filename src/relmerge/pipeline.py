@@ -18,6 +18,7 @@ import orjson
 
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.retry import UNAVAILABLE
 from relmerge.engines.base import BlockEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
@@ -30,6 +31,7 @@ from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.breaker import CircuitBreakerModel
 from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
@@ -278,6 +280,7 @@ async def run_pipeline(
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
     engine: BlockEngine | None = None,
+    preflight_requests: int = 0,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -289,6 +292,10 @@ async def run_pipeline(
     earlier one) is answered from it, not sent again. ``engine`` decides the semantic
     blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray). A batch
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
+    ``preflight_requests``: the requests the caller's preflight sent (reported, not
+    spent from the budget). An endpoint that stops answering mid-run opens the circuit
+    breaker (``config.llm_breaker_groups``): the groups left get the issue
+    ``llm_unavailable``, and the run still completes.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -319,6 +326,7 @@ async def run_pipeline(
             engine,
             logs,
             clock,
+            preflight_requests,
         )
     finally:
         intake.spool.close()
@@ -340,8 +348,10 @@ async def _deduplicate(
     engine: BlockEngine | None,
     logs: _Logs,
     clock: _Clock,
+    preflight_requests: int,
 ) -> RunOutput:
-    budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
+    breaker = CircuitBreakerModel(llm, config.llm_breaker_groups)
+    budget = BudgetModel(breaker, config.max_llm_requests, config.max_tokens)
     model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
     semantic_on = config.semantic_merge and embedder is not None
     contexts = canonical_entities(entities, mapping)
@@ -479,6 +489,7 @@ async def _deduplicate(
         "decisions_by_tier": dict(sorted(tally.tiers.items())),
         "embedding_model": embedder.name if semantic_on and embedder is not None else None,
         "llm_model": llm.name,
+        "preflight_requests": preflight_requests,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
         "llm_invalid_answers": model.stats.invalid_answers,
@@ -488,6 +499,12 @@ async def _deduplicate(
             "max_requests": config.max_llm_requests,
             "max_tokens": config.max_tokens,
             "exhausted": budget.exhausted,
+        },
+        "llm_unavailable_group_count": sum(1 for issue in issues if issue.code == UNAVAILABLE),
+        "llm_circuit_breaker": {
+            "after_groups": config.llm_breaker_groups,
+            "open": breaker.open,
+            "refused_requests": breaker.refused,
         },
         "chunk_count": len(chunks),
         "seconds": clock.total(),

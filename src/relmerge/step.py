@@ -27,6 +27,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.preflight import preflight
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
@@ -53,12 +54,22 @@ class DeduplicateRelations:
     name = STEP_NAME
 
     def __init__(
-        self, config: DeduplicateRelationsConfig | None = None, cache: RunCache | None = None
+        self,
+        config: DeduplicateRelationsConfig | None = None,
+        cache: RunCache | None = None,
+        *,
+        preflight: bool = True,
     ) -> None:
         """``cache`` (e.g. ``RunCache(Path("relmerge-cache.sqlite"))``) keeps LLM answers and
-        embeddings across runs: a re-run of the same batch asks the LLM nothing."""
+        embeddings across runs: a re-run of the same batch asks the LLM nothing.
+
+        With ``preflight`` (the default), :meth:`run` first sends one minimal request to
+        each model endpoint that can be checked (``OpenAICompatibleModel``,
+        ``OpenAIEmbedder``) and raises its :class:`~relmerge.errors.ProviderError` before
+        anything is read or written when one is not there or is not an LLM."""
         self.config = config or DeduplicateRelationsConfig()
         self.cache = cache
+        self.preflight = preflight
 
     @property
     def requirements(self) -> StepRequirements:
@@ -77,7 +88,11 @@ class DeduplicateRelations:
         return StepCapabilities((RESULT_ARTIFACT, KEYS_ARTIFACT, MAPPING_ARTIFACT), tuple(writes))
 
     async def run(self, context: StepContext, progress: Progress | None = None) -> RunOutput:
-        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts."""
+        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts.
+
+        An endpoint that stops answering mid-run does not raise: the groups it left keep
+        their records, with the issue ``llm_unavailable`` in the result (counted in
+        ``llm_unavailable_group_count``); running the step again asks them."""
         store = context.get_component("stores.objects")
         if not isinstance(store, ObjectStore):
             raise InputError("component 'stores.objects' is missing or is not an object store")
@@ -92,6 +107,11 @@ class DeduplicateRelations:
                 )
         if not isinstance(llm, LanguageModel):
             raise InputError("component 'models.language' does not implement invoke(request)")
+        checked = 0
+        if self.preflight:  # before anything is read or written
+            checked = await preflight(llm)
+            if embedder is not None:
+                checked += await preflight(embedder)
         keys = self._artifact(context, self.config.relation_keys_artifact)
         if not isinstance(keys, list | tuple):
             raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
@@ -103,7 +123,16 @@ class DeduplicateRelations:
         if embedder is not None and self.cache is not None:
             embedder = CachedEmbedder(PersistentEmbedder(embedder, self.cache))
         output = await run_pipeline(
-            raws, mapping, self.config, llm, store, progress, embedder, entities, cache=self.cache
+            raws,
+            mapping,
+            self.config,
+            llm,
+            store,
+            progress,
+            embedder,
+            entities,
+            cache=self.cache,
+            preflight_requests=checked,
         )
         context.set_artifact(RESULT_ARTIFACT, output.result)
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)

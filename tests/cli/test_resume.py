@@ -68,16 +68,20 @@ def test_a_rerun_into_the_same_out_sends_nothing_and_writes_the_same(
     judge_server: LLMServer, reference: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    before = len(judge_server.requests)
+    before = len(judge_server.group_requests)
     assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
     first = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
-    sent = len(judge_server.requests) - before
+    sent = len(judge_server.group_requests) - before
     assert first["llm_requests"] == sent > 0
     assert outputs(out) == outputs(reference)
 
+    checks = judge_server.preflight_count
     assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
     second = check_outputs(out, DEV / "relations.jsonl")
-    assert len(judge_server.requests) - before == sent  # not one more request
+    assert len(judge_server.group_requests) - before == sent  # not one more question
+    # Every run checks its endpoint first, even one whose answers are all cached.
+    assert judge_server.preflight_count == checks + 1
+    assert second["preflight_requests"] == 1
     assert second["llm_requests"] == 0
     assert second["llm_cache_hits"] == sent
     assert outputs(out) == outputs(reference)
@@ -90,9 +94,9 @@ def test_a_shared_cache_serves_another_output_directory(
     first, second = tmp_path / "a", tmp_path / "b"
     args = ("--cache", str(cache))
     assert CliRunner().invoke(main, run_args(first, judge_server.base_url, *args)).exit_code == 0
-    before = len(judge_server.requests)
+    before = len(judge_server.group_requests)
     assert CliRunner().invoke(main, run_args(second, judge_server.base_url, *args)).exit_code == 0
-    assert len(judge_server.requests) == before
+    assert len(judge_server.group_requests) == before
     assert outputs(second) == outputs(reference)
     assert not (second / ".relmerge" / "cache.sqlite").exists()
 
@@ -130,10 +134,11 @@ def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> b
 
 
 KILL_POINTS: dict[str, Callable[[LLMServer, int, Path], bool]] = {
-    # Before any answer, during the exact stage, deep in the semantic stage, while writing.
-    "first request": lambda server, start, out: len(server.requests) > start,
-    "a few answers": lambda server, start, out: len(server.requests) >= start + 5,
-    "most answers": lambda server, start, out: len(server.requests) >= start + 40,
+    # Before any answer, during the exact stage, deep in the semantic stage, while writing
+    # (counting the questions of the groups, not the endpoint check before the run).
+    "first request": lambda server, start, out: len(server.group_requests) > start,
+    "a few answers": lambda server, start, out: len(server.group_requests) >= start + 5,
+    "most answers": lambda server, start, out: len(server.group_requests) >= start + 40,
     "writing relations": lambda server, start, out: any(
         (out / "deduplicated_relations").glob("*.json")
     ),
@@ -146,21 +151,23 @@ def test_a_killed_run_resumes_to_the_same_outputs_without_repeating_answers(
 ) -> None:
     out = tmp_path / "out"
     args = run_args(out, judge_server.base_url)
-    start = len(judge_server.requests)
+    start = len(judge_server.group_requests)
     killed = _kill_when(_spawn(args), lambda: KILL_POINTS[point](judge_server, start, out))
     assert killed, f"the run finished before the kill point {point!r}"
-    asked_before = {body_key(body) for body in judge_server.requests[start:]}
+    asked_before = {body_key(body) for body in judge_server.group_requests[start:]}
     # A killed run never looks complete.
     assert not (out / "deduplicate_relations_result.json").exists()
 
-    resumed_from = len(judge_server.requests)
+    resumed_from = len(judge_server.group_requests)
     process = _spawn(args)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr.decode()
     assert outputs(out) == outputs(reference)
     check_outputs(out, DEV / "relations.jsonl")
     repeated = [
-        body for body in judge_server.requests[resumed_from:] if body_key(body) in asked_before
+        body
+        for body in judge_server.group_requests[resumed_from:]
+        if body_key(body) in asked_before
     ]
     # Only the requests in flight at the kill (at most --concurrency 2) are asked again.
     assert len(repeated) <= 2
@@ -170,9 +177,9 @@ def test_a_killed_run_is_not_mixed_with_a_run_of_other_inputs(
     judge_server: LLMServer, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    start = len(judge_server.requests)
+    start = len(judge_server.group_requests)
     process = _spawn(run_args(out, judge_server.base_url))
-    assert _kill_when(process, lambda: len(judge_server.requests) >= start + 3)
+    assert _kill_when(process, lambda: len(judge_server.group_requests) >= start + 3)
     other = run_args(out, judge_server.base_url, "--no-semantic")
     refused = CliRunner().invoke(main, other)
     assert refused.exit_code == 2
