@@ -1,7 +1,9 @@
-"""Cache and resume through the real CLI: re-runs cost nothing, killed runs resume.
+"""Cache and resume through the real CLI: re-runs cost nothing, killed and interrupted
+runs resume.
 
 The judge is the gold judge behind the loopback HTTP server; runs are real processes on a
-real disk, and the kills are SIGKILL, so nothing gets a chance to clean up.
+real disk. The kills are SIGKILL, so nothing gets a chance to clean up; the interrupts are
+SIGINT (Ctrl-C) and SIGTERM, which relmerge answers by stopping and saying how to resume.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
+from relmerge.cli.interrupt import RESUME_HINT
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
@@ -120,17 +123,22 @@ def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
-    """SIGKILL ``process`` as soon as ``ready()``; False if it finished first."""
+def _signal_when(process: subprocess.Popen[bytes], ready: Callable[[], bool], signum: int) -> bool:
+    """Send ``signum`` to ``process`` as soon as ``ready()``; False if it finished first."""
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
         if ready():
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+            process.send_signal(signum)
             return True
         time.sleep(0.005)
-    process.wait()
     return False
+
+
+def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
+    """SIGKILL ``process`` as soon as ``ready()``; False if it finished first."""
+    killed = _signal_when(process, ready, signal.SIGKILL)
+    process.wait()
+    return killed
 
 
 KILL_POINTS: dict[str, Callable[[LLMServer, int, Path], bool]] = {
@@ -171,6 +179,44 @@ def test_a_killed_run_resumes_to_the_same_outputs_without_repeating_answers(
     ]
     # Only the requests in flight at the kill (at most --concurrency 2) are asked again.
     assert len(repeated) <= 2
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_an_interrupted_run_stops_says_how_to_resume_and_resumes_to_the_same_outputs(
+    signum: int, status: int, judge_server: LLMServer, reference: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = run_args(out, judge_server.base_url)
+    start = len(judge_server.group_requests)
+    process = _spawn(args)
+    signalled = _signal_when(process, lambda: len(judge_server.group_requests) >= start + 5, signum)
+    at_signal = len(judge_server.group_requests)
+    _, stderr = process.communicate(timeout=120)
+    assert signalled, "the run finished before it could be interrupted"
+    message = stderr.decode()
+    assert process.returncode == status, message
+    assert message.strip().splitlines()[-1] == RESUME_HINT
+    assert "Traceback" not in message and "Aborted" not in message
+    # It stopped sending: at most the requests already on their way (--concurrency 2).
+    assert len(judge_server.group_requests) - at_signal <= 2
+    # The output is marked incomplete; the answers received are in the cache.
+    assert not (out / "deduplicate_relations_result.json").exists()
+    asked_before = {body_key(body) for body in judge_server.group_requests[start:]}
+
+    resumed_from = len(judge_server.group_requests)
+    resumed = _spawn(args)
+    _, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr.decode()
+    assert outputs(out) == outputs(reference)
+    check_outputs(out, DEV / "relations.jsonl")
+    repeated = [
+        body
+        for body in judge_server.group_requests[resumed_from:]
+        if body_key(body) in asked_before
+    ]
+    assert len(repeated) <= 2  # only what was in flight when the signal came
 
 
 def test_a_killed_run_is_not_mixed_with_a_run_of_other_inputs(

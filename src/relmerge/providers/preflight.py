@@ -18,6 +18,7 @@ cache and accounting wrappers: it is counted apart (``preflight_requests``).
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,6 +44,7 @@ CONNECT_TIMEOUT_SECONDS = 10.0
 _FIRST_DELAY = 0.25
 _MAX_DELAY = 2.0
 _MESSAGE_CHARS = 200
+_SDK_PREFIX = re.compile(r"^Error code: \d+( - )?")  # the status, which is said already
 
 LLM_ENDPOINT = "LLM endpoint"
 EMBEDDINGS_ENDPOINT = "embeddings endpoint"
@@ -132,8 +134,8 @@ def problem_of(
     """Name what ``error`` says about the endpoint at ``url`` (the full request URL)."""
     status = getattr(error, "status_code", None)
     if isinstance(status, int):
-        message = getattr(error, "message", "") or ""
-        return _status_problem(status, _one_line(str(message), redact), url)
+        message = _SDK_PREFIX.sub("", str(getattr(error, "message", "") or ""))
+        return _status_problem(status, _one_line(message, redact), url)
     if isinstance(error, NotAnAnswer | ValueError):
         return Problem(
             str(error) if isinstance(error, NotAnAnswer) else "the answer is not JSON",
