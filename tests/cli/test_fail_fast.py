@@ -62,6 +62,13 @@ def sample_args(out: Path, *extra: str) -> list[str]:
     ]
 
 
+def checked(out: Path, source: Path) -> dict[str, Any]:
+    """The run's result, once the invariants every run keeps are checked."""
+    check_outputs(out, source)
+    result: dict[str, Any] = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+    return result
+
+
 def invoke(args: list[str]) -> tuple[int, str]:
     result = CliRunner().invoke(main, args, env={"OPENAI_API_KEY": KEY})
     return result.exit_code, result.output
@@ -70,8 +77,12 @@ def invoke(args: list[str]) -> tuple[int, str]:
 @pytest.fixture
 def file_server() -> Iterator[str]:
     """A plain web server (Python's file server): it answers POST with 501."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
-    server.RequestHandlerClass.log_message = lambda *args: None  # type: ignore[method-assign]
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
@@ -175,7 +186,7 @@ def test_a_server_still_starting_is_waited_for(tmp_path: Path) -> None:
         code, text = invoke(sample_args(out, "--llm-base-url", server.base_url, "--llm-model", "m"))
         sent = len(server.requests)
     assert code == 0, text
-    result = check_outputs(out, EXAMPLE / "relations.jsonl")
+    result = checked(out, EXAMPLE / "relations.jsonl")
     assert result["preflight_requests"] == 3
     assert result["llm_requests"] == sent - 3 > 0  # the preflight is not in the run's count
 
@@ -316,7 +327,7 @@ def test_an_endpoint_dead_after_the_preflight_exits_3_with_the_pairs_for_review(
         args += ["--llm-breaker-groups", "2", "--concurrency", "1"]
         code, text = invoke(sample_args(out, *args))
         assert code == 3, text
-        result = check_outputs(out, EXAMPLE / "relations.jsonl")  # complete, nothing lost
+        result = checked(out, EXAMPLE / "relations.jsonl")  # complete, nothing lost
         left = result["llm_unavailable_group_count"]
         assert left > 2  # the two that tripped the breaker, and those never asked
         assert text.strip().splitlines()[-1] == (
@@ -340,7 +351,7 @@ def test_an_endpoint_dead_after_the_preflight_exits_3_with_the_pairs_for_review(
         switch.alive_for = 10_000
         code, text = invoke(sample_args(out, *args))
         assert code == 0, text
-        again = check_outputs(out, EXAMPLE / "relations.jsonl")
+        again = checked(out, EXAMPLE / "relations.jsonl")
         assert again["llm_unavailable_group_count"] == 0 and again["llm_requests"] > 0
 
 
@@ -359,7 +370,7 @@ def test_a_run_whose_endpoint_died_resumes_to_the_outputs_of_an_uninterrupted_ru
         args = dev_run_args(out, server.base_url, 2, "--config", str(write_config(tmp_path)))
         code, text = invoke(args)
         assert code == 3, text
-        died = check_outputs(out, DEV / "relations.jsonl")
+        died = checked(out, DEV / "relations.jsonl")
         assert died["llm_unavailable_group_count"] > 0
         # Requests after it died: five questions in a row, three tries each, trip the
         # breaker; an answer sent before the death but received after some of them restarts
