@@ -34,7 +34,7 @@ def test_a_signal_cancels_the_work_and_the_handlers_are_given_back(signum: int) 
             unwound.append("finally ran")
 
     with pytest.raises(Interrupted) as caught:
-        run_interruptible(work())
+        run_interruptible(work(), grace=600)  # the watchdog would end pytest itself
     assert caught.value.exit_code == 128 + signum
     assert unwound == ["finally ran"]
     assert {number: signal.getsignal(number) for number in before} == before
@@ -46,6 +46,32 @@ def test_without_a_signal_the_result_comes_back() -> None:
         return 7
 
     assert run_interruptible(work()) == 7
+
+
+BUSY = """
+import os, signal, time
+from relmerge.cli.interrupt import run_interruptible
+
+async def work():
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(120)  # CPU work that never yields to the event loop
+
+run_interruptible(work(), "stopped while busy", grace=0.5)
+"""
+
+
+def test_work_that_holds_the_event_loop_is_stopped_by_the_watchdog() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", BUSY],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,  # a hang guard: without the watchdog it would sleep for two minutes
+        check=False,
+    )
+    assert done.returncode == 143
+    assert done.stderr.strip() == "stopped while busy"
 
 
 def _children(pid: int) -> set[int]:

@@ -6,7 +6,14 @@ SIGTERM cancelling it, as ``asyncio.run`` does for SIGINT alone: nothing more is
 as it arrives). :func:`exit_interrupted` then ends the helper processes (the embedding
 helper, a Ray started here) and leaves without waiting for threads still busy on work that
 will not be used (an embedding batch): the output lacks its result file, the "complete"
-marker written last, so the same command resumes it. A second signal exits at once.
+marker written last, so the same command resumes it.
+
+The event loop only sees the cancellation at its next turn, and a stretch of CPU work
+(reading a large input, the features of a large chunk) can hold it for seconds: if the
+unwinding has not finished ``GRACE_SECONDS`` after the signal, the command ends the
+helpers and leaves from a watchdog thread, as a kill would but with the same message and
+status (the cache is an SQLite file: committed answers survive any exit). A second signal
+exits at once.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Coroutine
 from types import FrameType
 from typing import Any, NoReturn, TypeVar
@@ -25,6 +33,7 @@ import click
 T = TypeVar("T")
 
 RESUME_HINT = "interrupted — run the same command again to resume"
+GRACE_SECONDS = 1.0
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -40,13 +49,17 @@ class Interrupted(Exception):
         return 128 + self.signum
 
 
-def run_interruptible(main: Coroutine[Any, Any, T]) -> T:
+def run_interruptible(
+    main: Coroutine[Any, Any, T], message: str = RESUME_HINT, grace: float = GRACE_SECONDS
+) -> T:
     """Run ``main`` to completion; on SIGINT or SIGTERM cancel it and raise
-    :class:`Interrupted` once it has unwound. Outside the main thread signals cannot be
+    :class:`Interrupted` once it has unwound, or, past ``grace`` seconds, print
+    ``message`` and exit from a watchdog thread. Outside the main thread signals cannot be
     caught, and ``main`` simply runs."""
     loop = asyncio.new_event_loop()
     task = loop.create_task(main)
     received: list[int] = []
+    watchdog: list[threading.Timer] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if received:  # a second Ctrl-C: the user does not want to wait for the unwinding
@@ -54,6 +67,10 @@ def run_interruptible(main: Coroutine[Any, Any, T]) -> T:
         received.append(signum)
         task.cancel()
         loop.call_soon_threadsafe(lambda: None)  # wake the loop if it is waiting
+        timer = threading.Timer(grace, _overrun, (signum, message))
+        timer.daemon = True
+        timer.start()
+        watchdog.append(timer)
 
     previous: dict[signal.Signals, Any] = {}
     try:
@@ -68,6 +85,8 @@ def run_interruptible(main: Coroutine[Any, Any, T]) -> T:
             raise Interrupted(received[0]) from None
         raise
     finally:
+        for timer in watchdog:  # unwound in time: the caller finishes the exit itself
+            timer.cancel()
         for number, handler in previous.items():
             signal.signal(number, handler)
         try:
@@ -96,6 +115,15 @@ def stop_helpers() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
+
+
+def _overrun(signum: int, message: str) -> None:
+    """The watchdog: the work did not unwind in time (the loop is busy on CPU work)."""
+    from relmerge.providers.use_embed import stop_helpers as stop_embedding_helpers
+
+    stop_embedding_helpers()
+    click.echo(message, err=True)
+    _leave(128 + signum)
 
 
 def exit_interrupted(error: Interrupted, message: str = RESUME_HINT) -> NoReturn:

@@ -115,7 +115,7 @@ def judge_command(
         return await judge.check(new, olds, context), checked
 
     try:
-        verdict, checked = run_interruptible(go())
+        verdict, checked = run_interruptible(go(), "interrupted")
     except Interrupted as error:
         exit_interrupted(error, "interrupted")
     if as_json:
