@@ -112,6 +112,11 @@ def stop_helpers() -> None:
     from relmerge.providers.use_embed import stop_helpers as stop_embedding_helpers
 
     stop_embedding_helpers()
+    _stop_ray()
+
+
+def _stop_ray() -> None:
+    """Shut down a Ray runtime this process joined or started (its local processes)."""
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()
@@ -122,6 +127,7 @@ def _overrun(signum: int, message: str) -> None:
     from relmerge.providers.use_embed import stop_helpers as stop_embedding_helpers
 
     stop_embedding_helpers()
+    _stop_ray()  # its agents would outlive this process
     click.echo(message, err=True)
     _leave(128 + signum)
 
