@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -213,6 +214,12 @@ class _Server(ThreadingHTTPServer):
     # and each dropped SYN costs the client a one-second retransmit.
     request_queue_size = 128
     owner: LLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a killed or interrupted run) is no error of the server."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
