@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 FORMATS = ("graphrag", "lightrag")
+EXPORT_NAME = "relmerge_export.json"
 _FORMAT = click.Choice(FORMATS)
 
 
@@ -89,32 +90,51 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder to write the deduplicated copy into (not the original).",
 )
-@click.option("--overwrite", is_flag=True, help="Write into a --to folder that is not empty.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a --to folder that is not empty (once the copy is complete).",
+)
 def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite: bool) -> None:
     """Write a copy of the original graph with the relations of the relmerge run in OUT.
 
-    graphrag: relationships.parquet gets one row per output relation (merged rows: merged
-    description, summed weight, all text units; human_readable_id renumbered), the other
-    files are copied, and relationship_ids lists in other tables point at the kept rows.
-    lightrag: the GraphML keeps its nodes; each edge holds its distinct facts joined by
-    <SEP>. What the run did not change, and records it rejected, are written as they were.
+    graphrag: the relationships table (Parquet or CSV, as the original) gets one row per
+    output relation; kept rows keep their id and human_readable_id, a merged row is its
+    first member's row with the merged description, summed weight and all text units.
+    relationship_ids lists in other tables point at the kept rows, and citations of
+    merged-away rows in community reports ("Relationships (12, 45)") are rewritten to
+    the kept rows. lightrag: the GraphML keeps its nodes; each edge holds its distinct
+    facts joined by <SEP>; the relation stores are updated, and vectors only LightRAG
+    can re-embed are listed as stale. What the run did not change, and records it
+    rejected, are written as they were. The copy is written beside --to and renamed into
+    place when complete: a failure leaves --to as it was.
     """
     if fmt == "graphrag":
         from relmerge.adapters.graphrag import export_graphrag
 
         summary = export_graphrag(out, original, target, overwrite=overwrite)
+        repeats = (
+            f", {summary['rows_after']} rows with GraphRAG's repeats"
+            if summary["repeated_rows"]
+            else ""
+        )
         click.echo(
             f"Wrote {summary['relationships_after']} relationships "
-            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows) "
-            f"and {summary['copied_files']} other files to {target}."
+            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows"
+            f"{repeats}) and {summary['copied_files']} other files to {target}; "
+            f"{summary['citations_rewritten']} report citations rewritten "
+            f"(see {EXPORT_NAME})."
         )
         return
     from relmerge.adapters.lightrag import export_lightrag
 
     summary = export_lightrag(out, original, target, overwrite=overwrite)
+    updated = ", ".join(summary["stores_updated"]) or "none"
     click.echo(
         f"Wrote {summary['edges_after']} edges ({summary['edges_before']} before, "
         f"{summary['edges_rewritten']} rewritten) holding {summary['descriptions_after']} "
         f"descriptions ({summary['descriptions_before']} before) and "
-        f"{summary['copied_files']} other files to {target}."
+        f"{summary['copied_files']} other files to {target}; stores updated: {updated}."
     )
+    for number, line in enumerate(summary.get("rebuild", [])):
+        click.echo(f"Stale: {line}" if number == 0 else line)
