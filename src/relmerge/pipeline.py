@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -25,7 +25,7 @@ from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines
 from relmerge.io.write import jsonl, relation_key, write_files
-from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
+from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
@@ -236,8 +236,21 @@ class _Chunk:
 
     originals: dict[int, ExtractedRelation]
     units: list[Unit]
+    exact_decisions: list[Decision]
     stage: SemanticStage | None = None
     prepared: PreparedUnits | None = None
+
+
+def final_decision_lines(
+    decisions: Iterable[Decision], final_of: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Decision lines whose ``output_ids`` are the final outputs of their members: an id
+    a stage gave an intermediate merge (merged again later) is never logged."""
+    for decision in decisions:
+        line = decision.model_dump(mode="json")
+        finals = (final_of.get(member) for member in decision.member_ids)
+        line["output_ids"] = list(dict.fromkeys(f for f in finals if f is not None))
+        yield line
 
 
 @dataclass
@@ -391,9 +404,8 @@ async def _deduplicate(
                 del units
                 tally.add_exact(exact)
                 exact_issues.extend(exact.issues)
-                logs.exact.extend(d.model_dump(mode="json") for d in exact.decisions)
             if not semantic_on or embedder is None:
-                return _Chunk(originals, exact.units)
+                return _Chunk(originals, exact.units, exact.decisions)
             stage = SemanticStage(
                 config,
                 model,
@@ -408,20 +420,29 @@ async def _deduplicate(
             )
             with clock.timed("embed"):
                 prepared = await stage.prepare(exact.units)
-            return _Chunk(originals, exact.units, stage, prepared)
+            return _Chunk(originals, exact.units, exact.decisions, stage, prepared)
 
         async def decide(chunk: _Chunk) -> list[Unit]:
             """The chunk's output units; its records and logs are gone when it returns."""
             final = chunk.units
+            semantic_decisions: list[Decision] = []
             if chunk.stage is not None and chunk.prepared is not None:
                 with clock.timed("semantic"):
                     semantic = await chunk.stage.decide(chunk.prepared)
                     tally.add_semantic(semantic)
                     semantic_issues.extend(semantic.issues)
-                    logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
+                    semantic_decisions = semantic.decisions
                     logs.clarifications.extend(semantic.clarifications)
                     final = semantic.units
-            return free_merged_ids(final, chunk.originals, taken)
+            final = free_merged_ids(final, chunk.originals, taken)
+            final_of = {
+                chunk.originals[index].relation_id: unit.relation.relation_id
+                for unit in final
+                for index in unit.members
+            }
+            logs.exact.extend(final_decision_lines(chunk.exact_decisions, final_of))
+            logs.semantic.extend(final_decision_lines(semantic_decisions, final_of))
+            return final
 
         for chunk in chunks:
             # One chunk at a time: preparing the next one while this one was decided
