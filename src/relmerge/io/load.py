@@ -1,7 +1,10 @@
-"""Input readers: a JSONL file, a directory of relation JSON files, or an object store.
+"""Input readers: a JSONL file (or a JSON array), a directory of relation JSON files, or
+an object store.
 
-Each reader yields ``RawRecord`` in input order (JSONL line order; key order for
-directories and stores); validation happens once, in :mod:`relmerge.io.records`.
+Each reader yields ``RawRecord`` in input order (JSONL line order, array order; key order
+for directories and stores); validation happens once, in :mod:`relmerge.io.records`.
+Another tool's graph (GraphRAG, LightRAG, GraphML) is refused with the command that
+converts it (:mod:`relmerge.io.foreign`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from relmerge.errors import InputError, RelmergeError, StoreError
+from relmerge.io.foreign import check_not_foreign
 from relmerge.io.records import RawRecord, unreadable
 from relmerge.model import json_type_name
 from relmerge.prompts.context import EntityContext
@@ -46,13 +50,47 @@ def _decode(origin: str, data: bytes) -> RawRecord:
 
 
 def read_jsonl(path: Path) -> Iterator[RawRecord]:
-    """One record per non-blank line; a bad line is a rejected record, not a failure."""
+    """One record per non-blank line; a bad line is a rejected record, not a failure.
+
+    A file that is one JSON array (``[{…}, {…}]``, pretty-printed or not) gives one
+    record per item instead.
+    """
     try:
         handle = path.open("rb")
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     with handle:
+        array = _json_array(handle, path)
+        if array is not None:
+            name = _printable(path.name)
+            yield from (
+                RawRecord(origin=f"{name}:item {number}", data=item)
+                for number, item in enumerate(array, start=1)
+            )
+            return
         yield from _jsonl_records(handle, str(path), path.name)
+
+
+def _json_array(handle: BinaryIO, path: Path) -> list[Any] | None:
+    """The items of a file that is a single JSON array, else None (the handle is back at
+    its start). A file that opens an array on a line of its own but is not valid JSON is
+    an error: read as JSONL, every line of it would be rejected."""
+    head = handle.read(4096).removeprefix(_UTF8_BOM).lstrip()
+    handle.seek(0)
+    if not head.startswith(b"["):
+        return None
+    data = handle.read().removeprefix(_UTF8_BOM)
+    handle.seek(0)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if data.lstrip().split(b"\n", 1)[0].strip() == b"[":
+            raise InputError(
+                f"{path} opens a JSON array but is not valid JSON ({error}); "
+                "give a JSON array of relation objects or JSONL (one object per line)"
+            ) from None
+        return None  # JSONL whose lines are arrays: each line is rejected with its reason
+    return value if isinstance(value, list) else None
 
 
 def _jsonl_records(handle: BinaryIO, where: str, name: str) -> Iterator[RawRecord]:
@@ -158,6 +196,8 @@ async def stream_input(
 ) -> Iterable[RawRecord]:
     """As :func:`read_input`, but a local JSONL file streams (see :class:`JsonlInput`)."""
     local = local_path(path)
+    if local is not None:
+        check_not_foreign(local)
     if local is not None and local.is_file() and local.suffix.lower() != ".parquet":
         return JsonlInput(local)
     return await read_input(path, storage_options)
@@ -173,6 +213,7 @@ async def read_input(
         if local is None:
             return await read_url_input(path, storage_options or {})
         path = local
+    check_not_foreign(path)
     if path.is_file() and path.suffix.lower() == ".parquet":
         from relmerge.io.parquet import read_parquet  # pyarrow only loads when needed
 
