@@ -54,8 +54,11 @@ def check_not_foreign(path: Path) -> None:
     if kind is None:
         return
     what, fmt = kind
-    work = path.parent / f"{path.stem if path.is_file() else path.name}-relmerge"
+    source = path
+    if path.name == _LIGHTRAG_GRAPH:  # its folder holds the chunk store import reads too
+        source = path.parent
+    work = source.parent / f"{source.stem if source.is_file() else source.name}-relmerge"
     raise InputError(
         f"{path} is {what}, not relation records: convert it first with "
-        f"`relmerge import {fmt} {shlex.quote(str(path))} --output {shlex.quote(str(work))}`"
+        f"`relmerge import {fmt} {shlex.quote(str(source))} --output {shlex.quote(str(work))}`"
     )
