@@ -9,7 +9,7 @@ converts it (:mod:`relmerge.io.foreign`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from io import BytesIO
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -49,11 +49,11 @@ def _decode(origin: str, data: bytes) -> RawRecord:
         return unreadable(origin, f"malformed JSON: {error}", text)
 
 
-def read_jsonl(path: Path) -> Iterator[RawRecord]:
+def read_jsonl(path: Path, on_bytes: Callable[[int], None] = lambda n: None) -> Iterator[RawRecord]:
     """One record per non-blank line; a bad line is a rejected record, not a failure.
 
     A file that is one JSON array (``[{…}, {…}]``, pretty-printed or not) gives one
-    record per item instead.
+    record per item instead. ``on_bytes`` hears how many more bytes were read.
     """
     try:
         handle = path.open("rb")
@@ -63,12 +63,13 @@ def read_jsonl(path: Path) -> Iterator[RawRecord]:
         array = _json_array(handle, path)
         if array is not None:
             name = _printable(path.name)
+            on_bytes(path.stat().st_size)
             yield from (
                 RawRecord(origin=f"{name}:item {number}", data=item)
                 for number, item in enumerate(array, start=1)
             )
             return
-        yield from _jsonl_records(handle, str(path), path.name)
+        yield from _jsonl_records(handle, str(path), path.name, on_bytes)
 
 
 def _json_array(handle: BinaryIO, path: Path) -> list[Any] | None:
@@ -93,12 +94,15 @@ def _json_array(handle: BinaryIO, path: Path) -> list[Any] | None:
     return value if isinstance(value, list) else None
 
 
-def _jsonl_records(handle: BinaryIO, where: str, name: str) -> Iterator[RawRecord]:
+def _jsonl_records(
+    handle: BinaryIO, where: str, name: str, on_bytes: Callable[[int], None] = lambda n: None
+) -> Iterator[RawRecord]:
     if handle.read(2) in _UTF16_BOMS:
         # Every line would be rejected as garbage: say once what the file is instead.
         raise InputError(f"{where} is UTF-16 text; relmerge reads UTF-8 JSONL")
     handle.seek(0)
     for number, line in enumerate(handle, start=1):
+        on_bytes(len(line))
         if line.strip():
             yield _decode(f"{_printable(name)}:{number}", line.strip())
 
@@ -177,14 +181,24 @@ def parse_key_list(data: bytes, what: str) -> list[Any]:
 class JsonlInput:
     """A local JSONL file as records, read as they are used: a batch of a million lines
     never sits in memory as parsed objects. Iterating yields the records in line order
-    (each pass re-reads the file); a file without a JSON line is an :class:`InputError`."""
+    (each pass re-reads the file); a file without a JSON line is an :class:`InputError`.
+    ``total_bytes`` and ``bytes_read`` say how far a pass has gone (progress)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        try:
+            self.total_bytes = path.stat().st_size
+        except OSError:
+            self.total_bytes = 0
+        self.bytes_read = 0
+
+    def _read(self, amount: int) -> None:
+        self.bytes_read += amount
 
     def __iter__(self) -> Iterator[RawRecord]:
         count = 0
-        for record in read_jsonl(self.path):
+        self.bytes_read = 0
+        for record in read_jsonl(self.path, self._read):
             count += 1
             yield record
         if count == 0:
