@@ -191,7 +191,7 @@ def check(before: dict[str, Any], after: dict[str, Any], mapping: dict[str, str]
         ),
         "ids kept": "yes" if kept_ids else "NO",
         "citations → facts": f"{faithful} / {total}",
-        "repeats": repeated,
+        "citing an id twice": repeated,
         "relationship_ids found": f"{sum(i in new for i in listed)} / {len(listed)}",
     }
 

@@ -7,6 +7,7 @@ as fast as before.
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,15 @@ _FORMAT = click.Choice(FORMATS)
 
 def _quote(path: Path) -> str:
     return shlex.quote(str(path))
+
+
+def program() -> str:
+    """How the user called relmerge (``.venv/bin/relmerge`` stays so), for the commands
+    printed next: they must run as written."""
+    called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if called is not None and called.name == "relmerge" and len(called.parts) > 1:
+        return shlex.quote(str(called))
+    return "relmerge"
 
 
 def _do_import(fmt: str, source: Path) -> Any:
@@ -65,11 +75,11 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     target = source.with_name(f"{source.name}-dedup") if source.is_dir() else output / "dedup"
     click.echo("Next: deduplicate, then write the deduplicated graph:")
     click.echo(
-        f"  relmerge run {_quote(output / RELATIONS_FILE)} "
+        f"  {program()} run {_quote(output / RELATIONS_FILE)} "
         f"--entities {_quote(output / ENTITIES_FILE)} --output {_quote(run_dir)}"
     )
     click.echo(
-        f"  relmerge export {fmt} {_quote(run_dir)} --original {_quote(source)} "
+        f"  {program()} export {fmt} {_quote(run_dir)} --original {_quote(source)} "
         f"--to {_quote(target)}"
     )
 
