@@ -26,7 +26,7 @@ from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress, ProgressModel, input_size
+from relmerge.progress import Progress, ProgressModel, as_progress, input_size
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
@@ -353,7 +353,7 @@ async def run_pipeline(
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
     mapping = validate_entity_mapping(entity_id_mapping)
-    progress = progress or NoProgress()
+    progress = as_progress(progress)
     clock = _Clock()
     intake = _read(raws, mapping, config, progress)
     logs: _Logs | None = None

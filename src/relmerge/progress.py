@@ -68,6 +68,39 @@ class NoProgress:
         pass
 
 
+class _Partial(NoProgress):
+    """A progress object written for fewer hooks (``start`` / ``advance`` / ``finish``):
+    the hooks it has are called, the others do nothing."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def start(self, stage: str, total: int | None) -> None:
+        getattr(self._inner, "start", super().start)(stage, total)
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        getattr(self._inner, "advance", super().advance)(stage, amount)
+
+    def add_total(self, stage: str, amount: int) -> None:
+        getattr(self._inner, "add_total", super().add_total)(stage, amount)
+
+    def count(self, stage: str, name: str, amount: int = 1) -> None:
+        getattr(self._inner, "count", super().count)(stage, name, amount)
+
+    def finish(self, stage: str) -> None:
+        getattr(self._inner, "finish", super().finish)(stage)
+
+
+def as_progress(progress: object | None) -> Progress:
+    """``progress`` as a full :class:`Progress` (None: report nothing)."""
+    if progress is None:
+        return NoProgress()
+    hooks = ("start", "advance", "add_total", "count", "finish")
+    if all(callable(getattr(progress, hook, None)) for hook in hooks):
+        return progress  # type: ignore[return-value]
+    return _Partial(progress)
+
+
 class ProgressModel:
     """Wraps the model that sends requests: each request grows the ``llm`` total when it
     is sent and advances it when answered; HTTP retries count as ``retried``."""

@@ -139,6 +139,12 @@ def test_graphrag_folder_round_trips_with_ids_and_citations_kept(
     changed = _check_citations(folder, target, readable)
     assert changed == summary["citations_rewritten"]
     assert changed > 0
+    content = {
+        r["report_id"] for r in summary["citation_rewrites"] if r["column"] == "full_content"
+    }
+    embedded = "embeddings.community_full_content.parquet"
+    expected = {embedded: sorted(content)} if (folder / embedded).is_file() and content else {}
+    assert summary["stale"] == expected
     for path in sorted(target.glob("*.parquet")) + sorted(target.glob("*.csv")):
         table = read_table(path)
         if "relationship_ids" in table.columns:

@@ -10,10 +10,13 @@ import pytest
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import JsonlInput, read_entities, read_entity_mapping
+from relmerge.io.records import RawRecord
 from relmerge.pipeline import run_pipeline
+from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
+from tests.factories import record
 from tests.pipeline.test_chunks import DEV, needs_dev
 
 
@@ -72,3 +75,34 @@ async def test_each_phase_reaches_its_total(records_per_chunk: int) -> None:
     assert recorder.totals["write"] == output.result["output_relation_count"]
     assert recorder.totals["llm"] == output.result["llm_requests"] > 0
     assert recorder.totals["semantic"] >= output.result["blocking"]["multi_record_blocks"]
+
+
+class _ThreeHooks:
+    """A progress object written for the first protocol: start, advance, finish."""
+
+    def __init__(self) -> None:
+        self.finished: list[str] = []
+
+    def start(self, stage: str, total: int | None) -> None:
+        pass
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        pass
+
+    def finish(self, stage: str) -> None:
+        self.finished.append(stage)
+
+
+async def test_a_progress_object_with_fewer_hooks_still_works() -> None:
+    progress = _ThreeHooks()
+    records = [record("r1"), record("r2", description="Another fact.")]
+    output = await run_pipeline(
+        [RawRecord(origin=f"line {n}", data=r) for n, r in enumerate(records, start=1)],
+        None,
+        DeduplicateRelationsConfig(semantic_merge=False),
+        NoLanguageModel(),
+        MemoryStore(),
+        progress,  # type: ignore[arg-type]
+    )
+    assert output.result["output_relation_count"] == 2
+    assert progress.finished == ["load", "exact", "write"]

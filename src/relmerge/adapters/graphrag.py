@@ -508,6 +508,14 @@ def export_graphrag(
                 other.write(rows, stage / name)
                 updated.append(name)
         table.write(exported, stage / folder.relationships.name)
+        rewritten_content = sorted(
+            {str(r["report_id"]) for r in rewrites if r["column"] == "full_content"}
+        )
+        stale = {
+            name: rewritten_content
+            for name in copied
+            if "community_full_content" in name and rewritten_content
+        }
         summary = {
             "format": "graphrag",
             "table_format": folder.format,
@@ -522,6 +530,8 @@ def export_graphrag(
             "copied_files": len(copied),
             "tables_updated": updated,
             "citations_rewritten": len(rewrites),
+            # vectors of report text whose citations changed (only their numbers differ)
+            "stale": stale,
             "human_readable_id_mapping": plan.moved_readable,
             "citation_rewrites": rewrites,
             "relationship_id_mapping": plan.id_map,

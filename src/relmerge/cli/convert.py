@@ -135,6 +135,12 @@ def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite:
             f"{summary['citations_rewritten']} report citations rewritten "
             f"(see {EXPORT_NAME})."
         )
+        for name, reports in summary["stale"].items():
+            click.echo(
+                f"Stale: {name} embeds the full_content of {len(reports)} report(s) as it "
+                "was before their citations were rewritten (only citation numbers differ; "
+                f"listed under 'stale' in {EXPORT_NAME})."
+            )
         return
     from relmerge.adapters.lightrag import export_lightrag
 
