@@ -154,3 +154,29 @@ def test_the_destination_never_holds_what_the_export_reads(tmp_path: Path) -> No
         os.chdir(cwd)
     assert code == 2 and "working directory" in text
     assert _snapshot(source)  # nothing was removed
+
+
+def test_a_lone_graphml_file_exports_beside_itself(tmp_path: Path) -> None:
+    graph = tmp_path / "graph.graphml"
+    nodes = {name: {"entity_type": "PERSON"} for name in ("Scrooge", "Marley")}
+    description = f"{PARTNERS}<SEP>{PARTNERS}"
+    edge = {"weight": "2.0", "description": description, "source_id": "c"}
+    write_graphml(graph, nodes, [("Scrooge", "Marley", edge)])
+    work = tmp_path / "work"
+    assert cli("import", "lightrag", str(graph), "--output", str(work))[0] == 0
+    code, text = cli(
+        "run", str(work / "relations.jsonl"), "--output", str(work / "run"),
+        "--embedding", "hash", "-q",
+    )  # fmt: skip
+    assert code == 0, text
+    target = tmp_path / "dedup"
+    code, text = cli(
+        "export", "lightrag", str(work / "run"), "--original", str(graph), "--to", str(target)
+    )
+    assert code == 0, text
+    assert (target / "graph.graphml").is_file() and graph.is_file()
+    code, text = cli(
+        "export", "lightrag", str(work / "run"), "--original", str(graph), "--to",
+        str(tmp_path), "--overwrite",
+    )  # fmt: skip
+    assert code == 2 and "holds the original" in text

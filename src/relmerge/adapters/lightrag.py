@@ -210,7 +210,7 @@ def export_lightrag(
     """Write the original working folder with the run's deduplicated edges to TARGET
     (whole or not at all: see ``adapters.staging``)."""
     graph, folder = locate(original)
-    check_destination(target, overwrite, folder or graph.parent, out)
+    check_destination(target, overwrite, folder or graph, out)
     document = read_graphml(graph)
     imported, raws = _convert(document, _documents(folder))
     units = layout(imported, read_run(out))
