@@ -69,13 +69,17 @@ class _ExtraColumn(ProgressColumn):
 
 
 class _TimeColumn(ProgressColumn):
-    """Time left while the phase runs (once the rate is known), time taken when done."""
+    """Time left while the phase runs (once the rate is known), time taken when done.
+    LLM requests have no time left of their own (how many more will be sent is not known:
+    the semantic stage's bar tells it): the time they have run so far."""
 
     max_refresh = 0.5
 
     def render(self, task: Task) -> Text:
-        if task.finished or task.fields.get("ended"):
+        if task.fields.get("ended"):
             return Text(f"took {_clock(task.elapsed or 0)}", style="green")
+        if task.fields["phase"] == "llm":
+            return Text(f"for {_clock(task.elapsed or 0)}")
         remaining = task.time_remaining
         return Text("eta " + (_clock(remaining) if remaining is not None else "-:--:--"))
 
