@@ -143,12 +143,12 @@ class DeduplicateRelations:
                 )
         if not isinstance(llm, LanguageModel):
             raise InputError(not_a_language_model(llm))
-        keys = self._artifact(context, self.config.relation_keys_artifact)
+        keys = required_artifact(context, self.config.relation_keys_artifact)
         mapping: Any = None
         if self.config.entity_id_mapping_artifact is not None:
-            mapping = self._artifact(context, self.config.entity_id_mapping_artifact)
+            mapping = required_artifact(context, self.config.entity_id_mapping_artifact)
         output = await self.deduplicate(
-            store, keys, mapping, llm, embedder, self._entities(context), progress
+            store, keys, mapping, llm, embedder, entities_artifact(context), progress
         )
         context.set_artifact(RESULT_ARTIFACT, output.result)
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)
@@ -192,26 +192,27 @@ class DeduplicateRelations:
         output.result["log_keys"] = list(output.log_keys)
         return output
 
-    @staticmethod
-    def _entities(context: StepContext) -> list[EntityContext]:
-        """Optional ``entities`` artifact: a list of {entity_id, name, type, profile}."""
-        try:
-            raw = context.get_artifact(ENTITIES_ARTIFACT)
-        except KeyError:
-            return []
-        if raw is None:
-            return []
-        if not isinstance(raw, list | tuple):
-            raise InputError(f"artifact {ENTITIES_ARTIFACT!r} must be a list of entities")
-        return [entity_from_dict(item, f"entities[{i}]") for i, item in enumerate(raw)]
 
-    @staticmethod
-    def _artifact(context: StepContext, key: str) -> Any:
-        try:
-            return context.get_artifact(key)
-        except KeyError:
-            hint = " (or set entity_id_mapping_artifact=None)" if "mapping" in key else ""
-            raise InputError(f"the context has no artifact {key!r}{hint}") from None
+def entities_artifact(context: StepContext) -> list[EntityContext]:
+    """The optional ``entities`` artifact: a list of {entity_id, name, type, profile}."""
+    try:
+        raw = context.get_artifact(ENTITIES_ARTIFACT)
+    except KeyError:
+        return []
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise InputError(f"artifact {ENTITIES_ARTIFACT!r} must be a list of entities")
+    return [entity_from_dict(item, f"entities[{i}]") for i, item in enumerate(raw)]
+
+
+def required_artifact(context: StepContext, key: str) -> Any:
+    """An artifact the step needs, or a one-line :class:`InputError` naming it."""
+    try:
+        return context.get_artifact(key)
+    except KeyError:
+        hint = " (or set entity_id_mapping_artifact=None)" if "mapping" in key else ""
+        raise InputError(f"the context has no artifact {key!r}{hint}") from None
 
 
 def not_a_language_model(component: object) -> str:
