@@ -84,3 +84,33 @@ def test_no_module_outside_the_integration_imports_heta_framework() -> None:
         if "heta_framework" in text or "litellm" in text.replace("LITELLM", ""):
             offenders.append(info.name)
     assert offenders == []
+
+
+async def test_a_store_that_raises_file_not_found_rejects_the_record() -> None:
+    """Another library's store (heta-framework's LocalObjectStore raises FileNotFoundError)
+    passed straight to relmerge's own step: a missing key is a rejected record."""
+    from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+    from relmerge.providers.base import NoLanguageModel
+    from relmerge.stores import MemoryStore
+    from tests.factories import record, store_with
+
+    class ForeignStore(MemoryStore):
+        async def get(self, key: str) -> bytes:
+            if key not in self.objects:
+                raise FileNotFoundError(key)
+            return self.objects[key]
+
+    memory, keys = store_with([record("r1"), record("r2", name="founded")])
+    store = ForeignStore()
+    store.objects.update(memory.objects)
+    context = DictContext(
+        {"stores.objects": store, "models.language": NoLanguageModel()},
+        {"relation_keys": [*keys, "relations/gone.json"], "entity_id_mapping": {}},
+    )
+    output = await DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=False)).run(
+        context
+    )
+    assert output.relation_id_mapping == {"r1": "r1", "r2": "r2"}
+    assert [(item.origin, item.reason) for item in output.rejected] == [
+        ("relations/gone.json", "no object 'relations/gone.json' in the store")
+    ]
