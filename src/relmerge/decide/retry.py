@@ -6,7 +6,8 @@ since a model held to a grammar (llama.cpp's ``json_object`` with a schema) or r
 itself at temperature 0 would give the same invalid answer again. An answer cut at its
 ``max_tokens`` is invalid, never read as a prefix. A provider error that retrying cannot
 fix (bad key, unknown model) is raised and stops the run; transient ones count as a failed
-attempt; a spent budget fails the group at once (no retry).
+attempt; a spent budget fails the group at once (no retry). ``max_attempts`` bounds every
+request about one batch (:class:`Attempts`), a caller's later re-ask included.
 """
 
 from __future__ import annotations
