@@ -91,6 +91,7 @@ class RunOutput:
     result: dict[str, Any]
     rejected: list[Rejected] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
+    log_keys: list[str] = field(default_factory=list)  # the logs' store keys, as written
 
     def __repr__(self) -> str:  # the full repr of a large run costs seconds
         return f"RunOutput({len(self.relations)} relations, {len(self.rejected)} rejected)"
@@ -240,6 +241,7 @@ class _Tally:
         self.exact_rounds = max(self.exact_rounds, exact.rounds)
 
     def add_semantic(self, semantic: SemanticOutcome) -> None:
+        self.exact_merges += semantic.exact_merge_count
         self.semantic_merges += semantic.merge_count
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
@@ -338,6 +340,7 @@ async def run_pipeline(
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
     engine: BlockEngine | None = None,
+    log_prefix: str = "",
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -349,6 +352,8 @@ async def run_pipeline(
     earlier one) is answered from it, not sent again. ``engine`` decides the semantic
     blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray). A batch
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
+    The logs (``decisions_key``, ``clarifications_key``, ``rejected_key``) are written under
+    ``log_prefix`` (the step: a prefix naming the run), at the store's root without one.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -377,6 +382,7 @@ async def run_pipeline(
             engine,
             logs,
             clock,
+            log_prefix.strip("/"),
         )
     finally:
         intake.spool.close()
@@ -398,6 +404,7 @@ async def _deduplicate(
     engine: BlockEngine | None,
     logs: _Logs,
     clock: _Clock,
+    log_prefix: str,
 ) -> RunOutput:
     sender: LanguageModel = ProgressModel(llm, progress) if llm.available else llm
     budget = BudgetModel(sender, config.max_llm_requests, config.max_tokens)
@@ -533,13 +540,20 @@ async def _deduplicate(
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
+    log_keys: list[str] = []
+
+    def log_key(name: str) -> str:
+        log_keys.append(f"{log_prefix}/{name}" if log_prefix else name)
+        return log_keys[-1]
+
     with clock.timed("write"):
         if config.decisions_key:
-            await logs.exact.put(store, config.decisions_key, logs.semantic)
+            await logs.exact.put(store, log_key(config.decisions_key), logs.semantic)
         if config.clarifications_key:
-            await logs.clarifications.put(store, config.clarifications_key)
+            await logs.clarifications.put(store, log_key(config.clarifications_key))
         if config.rejected_key:
-            await store.put(config.rejected_key, jsonl(r.to_dict() for r in intake.rejected))
+            rejected = jsonl(r.to_dict() for r in intake.rejected)
+            await store.put(log_key(config.rejected_key), rejected)
     phases.end("write")
 
     result: dict[str, Any] = {
@@ -583,4 +597,5 @@ async def _deduplicate(
         result=result,
         rejected=intake.rejected,
         issues=issues,
+        log_keys=log_keys,
     )

@@ -108,7 +108,8 @@ def _jsonl_records(
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
-    """Read relation objects by key; an invalid or missing key is a rejected record.
+    """Read relation objects by key; an invalid or missing key is a rejected record (also
+    from a store that raises ``FileNotFoundError`` or ``KeyError`` for it).
 
     A store with ``get_many`` (a remote one) fetches them concurrently first: one round
     trip per key in turn would make a remote input slow.
@@ -128,6 +129,9 @@ async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRe
                 raise data
         except RelmergeError as error:
             records.append(unreadable(origin, str(error), None))
+            continue
+        except (FileNotFoundError, KeyError):  # a store of another library, as it says so
+            records.append(unreadable(origin, f"no object {key!r} in the store", None))
             continue
         if data.startswith(_UTF16_BOMS):
             records.append(unreadable(origin, "UTF-16 text; relmerge reads UTF-8 JSON", None))

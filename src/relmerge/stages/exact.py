@@ -213,7 +213,11 @@ class ExactStage:
                 break
             led.add(leader.members)
             partners = [u for u in parts if u is not leader and undecided(leader, u)]
-            batch = sorted([leader, *partners[: batch_size - 1]], key=lambda unit: unit.first)
+            # A batch of one could merge nothing: with llm_batch_size = 1 each batch is the
+            # leader (the accumulated result) and one record, as in Heta.
+            batch = sorted(
+                [leader, *partners[: max(1, batch_size - 1)]], key=lambda unit: unit.first
+            )
             try:
                 async with self._limit:
                     answer, result = await ask_merge(self.llm, batch, self.config)

@@ -26,6 +26,7 @@ from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.stages.exact import exact_key
 from relmerge.stages.semantic.blocking import block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.text import (
@@ -48,7 +49,8 @@ class SemanticOutcome:
     rounds: int = 0
     failed_block_count: int = 0
     llm_needed_pair_count: int = 0
-    merge_count: int = 0
+    merge_count: int = 0  # merges across exact keys (semantic merges)
+    exact_merge_count: int = 0  # merges within an exact key decided here (see _count_merges)
     pair_counts: dict[str, int] = field(default_factory=dict)
     tier_counts: dict[str, int] = field(default_factory=dict)
 
@@ -178,7 +180,6 @@ class SemanticStage:
             symmetric = [features[i].symmetric for i in members]
             final.extend(self._apply(units, members, result, outcome, symmetric))
         outcome.units = sorted(final, key=lambda unit: unit.first)
-        outcome.merge_count = len(units) - len(outcome.units)
         if self.report is not None:
             self.report.add(units, RelationRows(prepared.descriptions, prepared.names))
         for decision in outcome.decisions:
@@ -244,6 +245,7 @@ class SemanticStage:
         merged = []
         for cluster in result.clusters:
             cluster_units = [local[i] for i in cluster]
+            _count_merges(cluster_units, outcome)
             lead = local[cluster_lead(cluster, symmetric)]
             written = result.fields.get(cluster[0])
             if written is not None and written.members == frozenset(cluster):
@@ -253,3 +255,13 @@ class SemanticStage:
                 fields = rule_fields([self.originals[i] for i in members], lead.relation)
             merged.append(merge_units(cluster_units, self.originals, fields, lead))
         return merged
+
+
+def _count_merges(cluster: Sequence[Unit], outcome: SemanticOutcome) -> None:
+    """Count a cluster's merges: those within one exact key are exact merges, wherever they
+    were decided (with the semantic stage on, an exact-key group that needs an LLM is
+    decided inside its block's request), the rest are semantic merges. A cluster of n units
+    whose exact keys form k groups makes n - k exact merges and k - 1 semantic ones."""
+    keys = len({exact_key(unit.relation) for unit in cluster})
+    outcome.exact_merge_count += len(cluster) - keys
+    outcome.merge_count += keys - 1
