@@ -8,7 +8,7 @@ import orjson
 
 from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.gold import GoldJudge
-from tests.factories import record, run_step
+from tests.factories import record, run_step, step_log
 
 SAME = "Ada Lind has been the chief executive of Norrbeck Systems since 2019."
 
@@ -30,7 +30,7 @@ async def test_decisions_name_final_outputs_never_intermediate_ids() -> None:
     mapping = output.relation_id_mapping
     finals = set(mapping.values())
     assert len(finals) == 2 and mapping["r1"] == mapping["r3"]  # merged in two stages
-    lines = [orjson.loads(line) for line in store.objects["decisions.jsonl"].splitlines()]
+    lines = [orjson.loads(line) for line in step_log(store, "decisions.jsonl").splitlines()]
     stages = {line["stage"] for line in lines}
     assert stages == {"exact", "semantic"}
     for line in lines:
