@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -25,8 +25,8 @@ from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines
 from relmerge.io.write import jsonl, relation_key, write_files
-from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress
+from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
+from relmerge.progress import Progress, ProgressModel, as_progress, input_size
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
@@ -201,6 +201,25 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
     )
 
 
+class _Phases:
+    """Each phase shown from when its work starts (once, whatever the chunk) to its end."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.started: list[str] = []
+
+    def begin(self, phase: str, total: int | None) -> None:
+        if phase not in self.started:
+            self.started.append(phase)
+            self.progress.start(phase, total)
+
+    def end(self, *phases: str) -> None:
+        for phase in phases:
+            if phase in self.started:
+                self.started.remove(phase)
+                self.progress.finish(phase)
+
+
 @dataclass
 class _Tally:
     """The result counters, summed over chunks."""
@@ -238,8 +257,21 @@ class _Chunk:
 
     originals: dict[int, ExtractedRelation]
     units: list[Unit]
+    exact_decisions: list[Decision]
     stage: SemanticStage | None = None
     prepared: PreparedUnits | None = None
+
+
+def final_decision_lines(
+    decisions: Iterable[Decision], final_of: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Decision lines whose ``output_ids`` are the final outputs of their members: an id
+    a stage gave an intermediate merge (merged again later) is never logged."""
+    for decision in decisions:
+        line = decision.model_dump(mode="json")
+        finals = (final_of.get(member) for member in decision.member_ids)
+        line["output_ids"] = list(dict.fromkeys(f for f in finals if f is not None))
+        yield line
 
 
 @dataclass
@@ -265,6 +297,34 @@ def _check_intake(intake: Intake, config: DeduplicateRelationsConfig) -> None:
             f"none of the {len(intake.rejected)} input records is a valid relation; "
             f"first: {intake.rejected[0].origin}: {intake.rejected[0].reason}"
         )
+
+
+def _read(
+    raws: Iterable[RawRecord],
+    mapping: dict[str, str],
+    config: DeduplicateRelationsConfig,
+    progress: Progress,
+) -> Intake:
+    """Take the input in, counted in bytes where it says how much of it is read."""
+    phase, total = input_size(raws)
+    progress.start(phase, total)
+    if phase == "read":
+        done = 0
+
+        def on_read(records: int) -> None:
+            nonlocal done
+            now = int(getattr(raws, "bytes_read", done))
+            progress.advance("read", now - done)
+            done = now
+
+    else:
+
+        def on_read(records: int) -> None:
+            progress.advance("load", records)
+
+    intake = take_in(raws, mapping, config.records_per_chunk, on_read)
+    progress.finish(phase)
+    return intake
 
 
 async def run_pipeline(
@@ -298,11 +358,9 @@ async def run_pipeline(
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
     mapping = validate_entity_mapping(entity_id_mapping)
-    progress = progress or NoProgress()
+    progress = as_progress(progress)
     clock = _Clock()
-    progress.start("load", None)
-    intake = take_in(raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n))
-    progress.finish("load")
+    intake = _read(raws, mapping, config, progress)
     logs: _Logs | None = None
     try:
         _check_intake(intake, config)
@@ -348,8 +406,12 @@ async def _deduplicate(
     clock: _Clock,
     log_prefix: str,
 ) -> RunOutput:
-    budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
-    model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
+    sender: LanguageModel = ProgressModel(llm, progress) if llm.available else llm
+    budget = BudgetModel(sender, config.max_llm_requests, config.max_tokens)
+    model = AccountingModel(
+        CachingModel(budget, cache) if cache is not None else budget,
+        on_invalid=lambda: progress.count("llm", "retried"),
+    )
     semantic_on = config.semantic_merge and embedder is not None
     contexts = canonical_entities(entities, mapping)
     report = (
@@ -373,18 +435,20 @@ async def _deduplicate(
             outputs.append((unit.first, *files[-1]))
             for index in unit.members:
                 output_of[index] = relation_id
+        phases.begin("write", 0)
+        progress.add_total("write", len(files))
         await write_files(store, files, lambda n: progress.advance("write", n))
 
     chunks = plan_chunks(intake, config.records_per_chunk)
     shared_names = intake.shared_names(config.generic_name_share)
-    progress.start("exact", None)
-    if semantic_on:
-        progress.start("semantic", None)
-    progress.start("write", None)
+    phases = _Phases(progress)
     try:
 
-        async def prepare(indices: list[int]) -> _Chunk:
+        async def prepare(indices: list[int], last: bool) -> _Chunk:
             """Load a chunk, run its exact stage and, with the semantic stage on, embed it."""
+            phases.begin("exact", intake.exact_group_count())
+            if llm.available and not config.semantic_merge:
+                phases.begin("llm", 0)
             with clock.timed("exact"):
                 originals = intake.spool.load(indices)
                 units = [Unit(originals[i], (i,)) for i in indices]
@@ -398,9 +462,10 @@ async def _deduplicate(
                 del units
                 tally.add_exact(exact)
                 exact_issues.extend(exact.issues)
-                logs.exact.extend(d.model_dump(mode="json") for d in exact.decisions)
+            if last:
+                phases.end("exact")
             if not semantic_on or embedder is None:
-                return _Chunk(originals, exact.units)
+                return _Chunk(originals, exact.units, exact.decisions)
             stage = SemanticStage(
                 config,
                 model,
@@ -412,28 +477,47 @@ async def _deduplicate(
                 engine=engine,
                 report=report,
                 shared_names=shared_names,
+                # The embedding's total starts as the valid records and is corrected
+                # chunk by chunk to the distinct texts embedded.
+                on_texts=lambda n: progress.add_total("embed", n - len(indices)),
+                on_embedded=lambda n: progress.advance("embed", n),
             )
+            phases.begin("embed", len(intake.mapped))
             with clock.timed("embed"):
                 prepared = await stage.prepare(exact.units)
-            return _Chunk(originals, exact.units, stage, prepared)
+            if last:
+                phases.end("embed")
+            return _Chunk(originals, exact.units, exact.decisions, stage, prepared)
 
         async def decide(chunk: _Chunk) -> list[Unit]:
             """The chunk's output units; its records and logs are gone when it returns."""
             final = chunk.units
+            semantic_decisions: list[Decision] = []
             if chunk.stage is not None and chunk.prepared is not None:
+                phases.begin("semantic", intake.multi_block_count())
+                if llm.available:
+                    phases.begin("llm", 0)
                 with clock.timed("semantic"):
                     semantic = await chunk.stage.decide(chunk.prepared)
                     tally.add_semantic(semantic)
                     semantic_issues.extend(semantic.issues)
-                    logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
+                    semantic_decisions = semantic.decisions
                     logs.clarifications.extend(semantic.clarifications)
                     final = semantic.units
-            return free_merged_ids(final, chunk.originals, taken)
+            final = free_merged_ids(final, chunk.originals, taken)
+            final_of = {
+                chunk.originals[index].relation_id: unit.relation.relation_id
+                for unit in final
+                for index in unit.members
+            }
+            logs.exact.extend(final_decision_lines(chunk.exact_decisions, final_of))
+            logs.semantic.extend(final_decision_lines(semantic_decisions, final_of))
+            return final
 
-        for chunk in chunks:
+        for number, chunk in enumerate(chunks, start=1):
             # One chunk at a time: preparing the next one while this one was decided
             # measured slower on two cores (the embedding already uses both).
-            final = await decide(await prepare(chunk.tolist()))
+            final = await decide(await prepare(chunk.tolist(), number == len(chunks)))
             with clock.timed("write"):
                 await write(final)
         with clock.timed("write"):
@@ -442,12 +526,10 @@ async def _deduplicate(
         if report is not None and embedder is not None:
             with clock.timed("semantic"):
                 issues.extend(await report.issues(embedder))
+        phases.end("semantic", "llm")
     finally:
         if report is not None:
             report.close()
-    progress.finish("exact")
-    if semantic_on:
-        progress.finish("semantic")
 
     outputs.sort(key=lambda output: output[0])
     keys = [key for _, key, _ in outputs]
@@ -472,7 +554,7 @@ async def _deduplicate(
         if config.rejected_key:
             rejected = jsonl(r.to_dict() for r in intake.rejected)
             await store.put(log_key(config.rejected_key), rejected)
-    progress.finish("write")
+    phases.end("write")
 
     result: dict[str, Any] = {
         "step": STEP_NAME,

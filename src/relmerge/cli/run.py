@@ -18,7 +18,8 @@ from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.render import RichProgress, summary_table
+from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.engines.base import BlockEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -228,7 +229,7 @@ def run_command(
     entities = read_entities(options["entities_path"]) if options["entities_path"] else []
     records = asyncio.run(stream_input(input_path, storage_options))
     mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-    console = Console(stderr=True, quiet=quiet)
+    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
     hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
     settings_parts = (
         rules_fingerprint(),  # the decision rules and vocabulary this version decides by
@@ -249,7 +250,8 @@ def run_command(
             run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite)
 
-        with RichProgress(console) as progress:
+        view = RichProgress(console) if console.is_terminal else LineProgress(console)
+        with view as progress:
             output = await run_pipeline(
                 hashed.records(records),
                 mapping,
