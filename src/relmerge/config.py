@@ -63,7 +63,8 @@ class DeduplicateRelationsConfig(BaseModel):
     semantic_merge: bool = True
     similarity_threshold: float = Field(0.9, ge=-1.0, le=1.0)
     max_rounds: int = Field(10, ge=1)
-    llm_batch_size: int = Field(20, ge=2)
+    # 1 is accepted as in Heta: each later batch is the accumulated result plus one record.
+    llm_batch_size: int = Field(20, ge=1)
     semantic_batch_size: int = Field(100, ge=2)
     semantic_batch_count: int = Field(4, ge=1)
     max_attempts: int = Field(3, ge=1)
@@ -160,13 +161,20 @@ class DeduplicateRelationsConfig(BaseModel):
         "blocks and held in a temporary file meanwhile, so memory stays bounded.",
     )
     decisions_key: str | None = Field(
-        "decisions.jsonl", description="Store key of the decision log; None to skip it."
+        "decisions.jsonl", description="Name of the decision log; None to skip it."
     )
     rejected_key: str | None = Field(
-        "rejected.jsonl", description="Store key of rejected input records; None to skip it."
+        "rejected.jsonl", description="Name of the rejected input records; None to skip it."
     )
     clarifications_key: str | None = Field(
-        "clarifications.jsonl", description="Store key of pending unsure cases; None to skip."
+        "clarifications.jsonl", description="Name of the pending unsure cases; None to skip."
+    )
+    logs_prefix: str = Field(
+        "deduplicate_relations_runs",
+        description="Where the step (Python API, heta-framework) writes its logs: "
+        "{logs_prefix}/{run fingerprint}/{decisions_key, clarifications_key, rejected_key}, "
+        "so that builds sharing a store keep their own. The CLI writes them at OUT's root "
+        "(an OUT holds one run).",
     )
     llm_breaker_groups: int = Field(
         5,
@@ -196,7 +204,7 @@ class DeduplicateRelationsConfig(BaseModel):
             return None
         return value
 
-    @field_validator("deduplicated_relations_prefix", "relation_keys_artifact")
+    @field_validator("deduplicated_relations_prefix", "relation_keys_artifact", "logs_prefix")
     @classmethod
     def _non_empty_name(cls, value: str) -> str:
         value = value.strip().strip("/")

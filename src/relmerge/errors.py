@@ -6,6 +6,7 @@ one type, and the CLI can turn any of them into a one-line message and exit code
     RelmergeError
     ├── ConfigError        invalid configuration values (all problems listed at once)
     ├── InputError         unreadable input: missing file, bad entity mapping, empty batch
+    ├── ExportError        an export could not be written (the destination is left as it was)
     ├── StoreError         object-store problems
     │   └── InvalidKeyError    a key with "..", an absolute path or an empty segment
     ├── ProviderError      a model endpoint failed for good (after retries), is misconfigured,
@@ -28,6 +29,10 @@ class ConfigError(RelmergeError):
 
 class InputError(RelmergeError):
     """Input that cannot be read at all (a bad record is rejected instead, not raised)."""
+
+
+class ExportError(RelmergeError):
+    """Writing an exported copy failed; nothing was left half-written at the destination."""
 
 
 class StoreError(RelmergeError):

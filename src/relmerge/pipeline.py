@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -26,8 +26,8 @@ from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines
 from relmerge.io.write import jsonl, relation_key, write_files
-from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress
+from relmerge.model import STEP_NAME, Decision, ExtractedRelation, StepIssue
+from relmerge.progress import Progress, ProgressModel, as_progress, input_size
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
@@ -93,6 +93,7 @@ class RunOutput:
     result: dict[str, Any]
     rejected: list[Rejected] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
+    log_keys: list[str] = field(default_factory=list)  # the logs' store keys, as written
 
     def __repr__(self) -> str:  # the full repr of a large run costs seconds
         return f"RunOutput({len(self.relations)} relations, {len(self.rejected)} rejected)"
@@ -202,6 +203,25 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
     )
 
 
+class _Phases:
+    """Each phase shown from when its work starts (once, whatever the chunk) to its end."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.started: list[str] = []
+
+    def begin(self, phase: str, total: int | None) -> None:
+        if phase not in self.started:
+            self.started.append(phase)
+            self.progress.start(phase, total)
+
+    def end(self, *phases: str) -> None:
+        for phase in phases:
+            if phase in self.started:
+                self.started.remove(phase)
+                self.progress.finish(phase)
+
+
 @dataclass
 class _Tally:
     """The result counters, summed over chunks."""
@@ -223,6 +243,7 @@ class _Tally:
         self.exact_rounds = max(self.exact_rounds, exact.rounds)
 
     def add_semantic(self, semantic: SemanticOutcome) -> None:
+        self.exact_merges += semantic.exact_merge_count
         self.semantic_merges += semantic.merge_count
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
@@ -238,8 +259,21 @@ class _Chunk:
 
     originals: dict[int, ExtractedRelation]
     units: list[Unit]
+    exact_decisions: list[Decision]
     stage: SemanticStage | None = None
     prepared: PreparedUnits | None = None
+
+
+def final_decision_lines(
+    decisions: Iterable[Decision], final_of: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Decision lines whose ``output_ids`` are the final outputs of their members: an id
+    a stage gave an intermediate merge (merged again later) is never logged."""
+    for decision in decisions:
+        line = decision.model_dump(mode="json")
+        finals = (final_of.get(member) for member in decision.member_ids)
+        line["output_ids"] = list(dict.fromkeys(f for f in finals if f is not None))
+        yield line
 
 
 @dataclass
@@ -267,6 +301,34 @@ def _check_intake(intake: Intake, config: DeduplicateRelationsConfig) -> None:
         )
 
 
+def _read(
+    raws: Iterable[RawRecord],
+    mapping: dict[str, str],
+    config: DeduplicateRelationsConfig,
+    progress: Progress,
+) -> Intake:
+    """Take the input in, counted in bytes where it says how much of it is read."""
+    phase, total = input_size(raws)
+    progress.start(phase, total)
+    if phase == "read":
+        done = 0
+
+        def on_read(records: int) -> None:
+            nonlocal done
+            now = int(getattr(raws, "bytes_read", done))
+            progress.advance("read", now - done)
+            done = now
+
+    else:
+
+        def on_read(records: int) -> None:
+            progress.advance("load", records)
+
+    intake = take_in(raws, mapping, config.records_per_chunk, on_read)
+    progress.finish(phase)
+    return intake
+
+
 async def run_pipeline(
     raws: Iterable[RawRecord],
     entity_id_mapping: Any,
@@ -280,6 +342,7 @@ async def run_pipeline(
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
     engine: BlockEngine | None = None,
+    log_prefix: str = "",
     preflight_requests: int = 0,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
@@ -292,6 +355,8 @@ async def run_pipeline(
     earlier one) is answered from it, not sent again. ``engine`` decides the semantic
     blocks (default: in this process; ``engines.ray_engine.RayEngine``: on Ray). A batch
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
+    The logs (``decisions_key``, ``clarifications_key``, ``rejected_key``) are written under
+    ``log_prefix`` (the step: a prefix naming the run), at the store's root without one.
     ``preflight_requests``: the requests the caller's preflight sent (reported, not
     spent from the budget). An endpoint that stops answering mid-run opens the circuit
     breaker (``config.llm_breaker_groups``): the groups left get the issue
@@ -300,11 +365,9 @@ async def run_pipeline(
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
     mapping = validate_entity_mapping(entity_id_mapping)
-    progress = progress or NoProgress()
+    progress = as_progress(progress)
     clock = _Clock()
-    progress.start("load", None)
-    intake = take_in(raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n))
-    progress.finish("load")
+    intake = _read(raws, mapping, config, progress)
     logs: _Logs | None = None
     try:
         _check_intake(intake, config)
@@ -326,6 +389,7 @@ async def run_pipeline(
             engine,
             logs,
             clock,
+            log_prefix.strip("/"),
             preflight_requests,
         )
     finally:
@@ -348,11 +412,16 @@ async def _deduplicate(
     engine: BlockEngine | None,
     logs: _Logs,
     clock: _Clock,
+    log_prefix: str,
     preflight_requests: int,
 ) -> RunOutput:
-    breaker = CircuitBreakerModel(llm, config.llm_breaker_groups)
+    sender: LanguageModel = ProgressModel(llm, progress) if llm.available else llm
+    breaker = CircuitBreakerModel(sender, config.llm_breaker_groups)
     budget = BudgetModel(breaker, config.max_llm_requests, config.max_tokens)
-    model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
+    model = AccountingModel(
+        CachingModel(budget, cache) if cache is not None else budget,
+        on_invalid=lambda: progress.count("llm", "retried"),
+    )
     semantic_on = config.semantic_merge and embedder is not None
     contexts = canonical_entities(entities, mapping)
     report = (
@@ -376,18 +445,20 @@ async def _deduplicate(
             outputs.append((unit.first, *files[-1]))
             for index in unit.members:
                 output_of[index] = relation_id
+        phases.begin("write", 0)
+        progress.add_total("write", len(files))
         await write_files(store, files, lambda n: progress.advance("write", n))
 
     chunks = plan_chunks(intake, config.records_per_chunk)
     shared_names = intake.shared_names(config.generic_name_share)
-    progress.start("exact", None)
-    if semantic_on:
-        progress.start("semantic", None)
-    progress.start("write", None)
+    phases = _Phases(progress)
     try:
 
-        async def prepare(indices: list[int]) -> _Chunk:
+        async def prepare(indices: list[int], last: bool) -> _Chunk:
             """Load a chunk, run its exact stage and, with the semantic stage on, embed it."""
+            phases.begin("exact", intake.exact_group_count())
+            if llm.available and not config.semantic_merge:
+                phases.begin("llm", 0)
             with clock.timed("exact"):
                 originals = intake.spool.load(indices)
                 units = [Unit(originals[i], (i,)) for i in indices]
@@ -401,9 +472,10 @@ async def _deduplicate(
                 del units
                 tally.add_exact(exact)
                 exact_issues.extend(exact.issues)
-                logs.exact.extend(d.model_dump(mode="json") for d in exact.decisions)
+            if last:
+                phases.end("exact")
             if not semantic_on or embedder is None:
-                return _Chunk(originals, exact.units)
+                return _Chunk(originals, exact.units, exact.decisions)
             stage = SemanticStage(
                 config,
                 model,
@@ -415,28 +487,47 @@ async def _deduplicate(
                 engine=engine,
                 report=report,
                 shared_names=shared_names,
+                # The embedding's total starts as the valid records and is corrected
+                # chunk by chunk to the distinct texts embedded.
+                on_texts=lambda n: progress.add_total("embed", n - len(indices)),
+                on_embedded=lambda n: progress.advance("embed", n),
             )
+            phases.begin("embed", len(intake.mapped))
             with clock.timed("embed"):
                 prepared = await stage.prepare(exact.units)
-            return _Chunk(originals, exact.units, stage, prepared)
+            if last:
+                phases.end("embed")
+            return _Chunk(originals, exact.units, exact.decisions, stage, prepared)
 
         async def decide(chunk: _Chunk) -> list[Unit]:
             """The chunk's output units; its records and logs are gone when it returns."""
             final = chunk.units
+            semantic_decisions: list[Decision] = []
             if chunk.stage is not None and chunk.prepared is not None:
+                phases.begin("semantic", intake.multi_block_count())
+                if llm.available:
+                    phases.begin("llm", 0)
                 with clock.timed("semantic"):
                     semantic = await chunk.stage.decide(chunk.prepared)
                     tally.add_semantic(semantic)
                     semantic_issues.extend(semantic.issues)
-                    logs.semantic.extend(d.model_dump(mode="json") for d in semantic.decisions)
+                    semantic_decisions = semantic.decisions
                     logs.clarifications.extend(semantic.clarifications)
                     final = semantic.units
-            return free_merged_ids(final, chunk.originals, taken)
+            final = free_merged_ids(final, chunk.originals, taken)
+            final_of = {
+                chunk.originals[index].relation_id: unit.relation.relation_id
+                for unit in final
+                for index in unit.members
+            }
+            logs.exact.extend(final_decision_lines(chunk.exact_decisions, final_of))
+            logs.semantic.extend(final_decision_lines(semantic_decisions, final_of))
+            return final
 
-        for chunk in chunks:
+        for number, chunk in enumerate(chunks, start=1):
             # One chunk at a time: preparing the next one while this one was decided
             # measured slower on two cores (the embedding already uses both).
-            final = await decide(await prepare(chunk.tolist()))
+            final = await decide(await prepare(chunk.tolist(), number == len(chunks)))
             with clock.timed("write"):
                 await write(final)
         with clock.timed("write"):
@@ -445,12 +536,10 @@ async def _deduplicate(
         if report is not None and embedder is not None:
             with clock.timed("semantic"):
                 issues.extend(await report.issues(embedder))
+        phases.end("semantic", "llm")
     finally:
         if report is not None:
             report.close()
-    progress.finish("exact")
-    if semantic_on:
-        progress.finish("semantic")
 
     outputs.sort(key=lambda output: output[0])
     keys = [key for _, key, _ in outputs]
@@ -461,14 +550,21 @@ async def _deduplicate(
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
+    log_keys: list[str] = []
+
+    def log_key(name: str) -> str:
+        log_keys.append(f"{log_prefix}/{name}" if log_prefix else name)
+        return log_keys[-1]
+
     with clock.timed("write"):
         if config.decisions_key:
-            await logs.exact.put(store, config.decisions_key, logs.semantic)
+            await logs.exact.put(store, log_key(config.decisions_key), logs.semantic)
         if config.clarifications_key:
-            await logs.clarifications.put(store, config.clarifications_key)
+            await logs.clarifications.put(store, log_key(config.clarifications_key))
         if config.rejected_key:
-            await store.put(config.rejected_key, jsonl(r.to_dict() for r in intake.rejected))
-    progress.finish("write")
+            rejected = jsonl(r.to_dict() for r in intake.rejected)
+            await store.put(log_key(config.rejected_key), rejected)
+    phases.end("write")
 
     result: dict[str, Any] = {
         "step": STEP_NAME,
@@ -518,4 +614,5 @@ async def _deduplicate(
         result=result,
         rejected=intake.rejected,
         issues=issues,
+        log_keys=log_keys,
     )

@@ -138,9 +138,9 @@ class FaultyHandler:
 
         Per question, in order: an HTTP fault is retried by the provider up to
         ``max_retries`` times (one more makes the attempt fail); garbage fails an attempt;
-        ``max_attempts`` failed attempts fail the question; a good answer ends it. A
-        question asked again later (the semantic stage asks a failed block once more)
-        counts by its last outcome. With an inner handler that always answers validly,
+        ``max_attempts`` failed attempts fail the question, wherever they were sent (the
+        semantic stage keeps a block's last attempt for a re-ask in a later round); a good
+        answer ends it. With an inner handler that always answers validly,
         this is how many groups must fail.
         """
         with self._lock:

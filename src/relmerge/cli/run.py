@@ -19,7 +19,8 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.render import RichProgress, summary_table
+from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.engines.base import BlockEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -261,7 +262,7 @@ def run_command(
     store = open_store(out, **storage_options)
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
-    console = Console(stderr=True, quiet=quiet)
+    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
 
     async def go() -> dict[str, Any]:
         # The endpoints first: a dead or wrong one stops the run before anything is read.
@@ -290,7 +291,8 @@ def run_command(
             run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite)
 
-        with RichProgress(console) as progress:
+        view = RichProgress(console) if console.is_terminal else LineProgress(console)
+        with view as progress:
             output = await run_pipeline(
                 hashed.records(records),
                 mapping,

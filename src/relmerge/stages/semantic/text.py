@@ -6,7 +6,7 @@ vectors of a chunk's units without a copy per unit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -58,9 +58,39 @@ class RelationRows:
         return relation_vectors(self.descriptions[indices], self.names[indices])
 
 
-async def embed_units(texts: Sequence[str], embedder: EmbeddingModel) -> UnitVectors:
-    """Embed the distinct ``texts`` once; one row index per text."""
+def distinct_count(texts: Sequence[str]) -> int:
+    return len(set(texts))
+
+
+_SHARED_BATCH = 4096  # the default embedder shares a batch this large with its helper
+
+
+def _slice_size(count: int) -> int:
+    """Texts per call to the embedder: small enough for progress to move, and, for a
+    large batch, equal slices of at least 4,096 texts (each shared by both processes)."""
+    if count < _SHARED_BATCH:
+        return 256
+    slices = count // _SHARED_BATCH
+    return -(-count // slices)
+
+
+async def embed_units(
+    texts: Sequence[str],
+    embedder: EmbeddingModel,
+    on_embedded: Callable[[int], None] = lambda n: None,
+) -> UnitVectors:
+    """Embed the distinct ``texts`` once; one row index per text. ``on_embedded`` hears
+    how many more distinct texts are embedded, slice by slice."""
     distinct = list(dict.fromkeys(texts))
     position = {text: row for row, text in enumerate(distinct)}
-    matrix = await embedder.embed(distinct)
+    step = _slice_size(len(distinct))
+    parts = []
+    for start in range(0, len(distinct), step):
+        part = distinct[start : start + step]
+        parts.append(await embedder.embed(part))
+        on_embedded(len(part))
+    if not parts:
+        matrix = await embedder.embed([])
+    else:
+        matrix = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return UnitVectors(matrix, np.fromiter((position[t] for t in texts), np.intp, len(texts)))
