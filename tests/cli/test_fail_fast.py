@@ -28,7 +28,7 @@ from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.providers.openai_embed import OpenAIEmbedder
 from relmerge.stores import MemoryStore
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
-from tests.factories import record
+from tests.factories import record, run_step
 from tests.support.dev_cli import dev_run_args, run_outputs
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import PREFLIGHT_OK, LLMServer, Reply
@@ -280,6 +280,28 @@ async def test_the_step_checks_the_embeddings_endpoint_too() -> None:
 # The circuit breaker: an endpoint that dies mid-run ---------------------------------------
 
 
+async def test_the_step_returns_its_output_with_the_issues_when_the_llm_dies() -> None:
+    """The Python API does not raise for an endpoint that stops answering after the
+    preflight: the groups keep their records, each with the issue ``llm_unavailable``."""
+    records = [
+        record(f"r{group}{i}", target_entity_id=f"e{group}", description=f"Fact {group}.{i}.")
+        for group in range(3)
+        for i in range(2)
+    ]
+    with LLMServer(handler=lambda body: Reply(drop=True)) as server:
+        model = OpenAICompatibleModel(base_url=server.base_url, model="m", max_retries=0)
+        output, _, _ = await run_step(records, model, llm_breaker_groups=1, concurrency=1)
+        await model.aclose()
+        sent = len(server.group_requests)
+    result = output.result
+    assert result["preflight_requests"] == 1
+    assert result["llm_circuit_breaker"]["open"] is True
+    assert sent == 3  # the first group's three tries; the other two were never sent
+    assert result["llm_unavailable_group_count"] == 3 == len(output.issues)
+    assert {issue.code for issue in output.issues} == {"llm_unavailable"}
+    assert sorted(output.relation_id_mapping) == sorted(r["relation_id"] for r in records)
+
+
 class Switch:
     """A handler that answers like ``inner`` while ``alive``, and drops every connection
     (a dead server behind a live port) once it is not."""
@@ -353,6 +375,30 @@ def test_an_endpoint_dead_after_the_preflight_exits_3_with_the_pairs_for_review(
         assert code == 0, text
         again = checked(out, EXAMPLE / "relations.jsonl")
         assert again["llm_unavailable_group_count"] == 0 and again["llm_requests"] > 0
+
+
+@pytest.mark.parametrize(
+    ("handler", "extra", "code"),
+    [
+        (gold_task_handler(GoldJudge({})), ["--max-llm-requests", "1"], "llm_budget_exhausted"),
+        (lambda body: Reply(content="I cannot help with that."), [], "deduplication_failed"),
+    ],
+    ids=["budget spent", "invalid answers"],
+)
+def test_a_spent_budget_or_invalid_answers_still_exit_0(
+    handler: Any, extra: list[str], code: str, tmp_path: Path
+) -> None:
+    """What the user asked for (a budget) and a model that answers badly are issues of a
+    completed run, not an unavailable LLM."""
+    out = tmp_path / "out"
+    with LLMServer(handler=handler) as server:
+        args = ["--llm-base-url", server.base_url, "--llm-model", "m", *extra]
+        status, text = invoke(sample_args(out, *args, "--llm-breaker-groups", "1"))
+    assert status == 0, text
+    result = checked(out, EXAMPLE / "relations.jsonl")
+    codes = {issue["code"] for issue in result["issues"]}
+    assert code in codes and "llm_unavailable" not in codes
+    assert result["llm_circuit_breaker"]["open"] is False
 
 
 @needs_dev
