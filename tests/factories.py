@@ -96,3 +96,10 @@ def step_log(store: MemoryStore, name: str) -> bytes:
 def logged_decisions(store: MemoryStore, name: str = "decisions.jsonl") -> list[Decision]:
     """The decision log a run wrote into ``store``, as objects."""
     return [Decision.model_validate_json(line) for line in step_log(store, name).splitlines()]
+
+
+def logged_clarifications(
+    store: MemoryStore, name: str = "clarifications.jsonl"
+) -> list[dict[str, Any]]:
+    """The questions for a person a run wrote into ``store``."""
+    return [orjson.loads(line) for line in step_log(store, name).splitlines()]

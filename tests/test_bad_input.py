@@ -499,7 +499,7 @@ def test_a_2mb_description_is_stored_whole_and_cut_only_inside_the_prompt(
             "--llm-model",
             "scripted",
         )
-        bodies = server.requests
+        bodies = server.group_requests
     assert_set_aside(result, out, {"small", "big", "other"}, {})
     # One merge request for the exact-key group (small, big); "other" has its own key.
     assert len(bodies) == 1

@@ -176,6 +176,14 @@ class DeduplicateRelationsConfig(BaseModel):
         "so that builds sharing a store keep their own. The CLI writes them at OUT's root "
         "(an OUT holds one run).",
     )
+    llm_breaker_groups: int = Field(
+        5,
+        ge=1,
+        description="Circuit breaker: after this many groups in a row whose every attempt "
+        "failed in transport (refused, DNS, TLS, timeout, 5xx, dropped connection; invalid "
+        "answers never count), no more LLM requests are sent; the groups left keep their "
+        "records with the issue llm_unavailable.",
+    )
 
     def __init__(self, **data: Any) -> None:
         removed = [f"{key}: {REMOVED_SETTINGS[key]}" for key in data if key in REMOVED_SETTINGS]
@@ -236,6 +244,12 @@ class EmbeddingSettings(BaseModel):
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    startup_wait: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds the preflight keeps retrying an endpoint that refuses "
+        "connections or answers 5xx / 429, as a server still starting does.",
+    )
 
 
 class LLMSettings(BaseModel):
@@ -252,6 +266,12 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(4, ge=0)
     requests_per_minute: float | None = Field(
         None, ge=1, description="Most LLM requests started per minute; None: no limit."
+    )
+    startup_wait: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds the preflight keeps retrying an endpoint that refuses "
+        "connections or answers 5xx / 429, as a server still starting does.",
     )
 
 

@@ -18,6 +18,7 @@ import orjson
 
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.retry import UNAVAILABLE
 from relmerge.engines.base import BlockEngine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
@@ -30,6 +31,7 @@ from relmerge.progress import Progress, ProgressModel, as_progress, input_size
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.breaker import CircuitBreakerModel
 from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.limits import BudgetModel
@@ -341,6 +343,7 @@ async def run_pipeline(
     cache: RunCache | None = None,
     engine: BlockEngine | None = None,
     log_prefix: str = "",
+    preflight_requests: int = 0,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -354,6 +357,10 @@ async def run_pipeline(
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
     The logs (``decisions_key``, ``clarifications_key``, ``rejected_key``) are written under
     ``log_prefix`` (the step: a prefix naming the run), at the store's root without one.
+    ``preflight_requests``: the requests the caller's preflight sent (reported, not
+    spent from the budget). An endpoint that stops answering mid-run opens the circuit
+    breaker (``config.llm_breaker_groups``): the groups left get the issue
+    ``llm_unavailable``, and the run still completes.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -383,6 +390,7 @@ async def run_pipeline(
             logs,
             clock,
             log_prefix.strip("/"),
+            preflight_requests,
         )
     finally:
         intake.spool.close()
@@ -405,9 +413,11 @@ async def _deduplicate(
     logs: _Logs,
     clock: _Clock,
     log_prefix: str,
+    preflight_requests: int,
 ) -> RunOutput:
     sender: LanguageModel = ProgressModel(llm, progress) if llm.available else llm
-    budget = BudgetModel(sender, config.max_llm_requests, config.max_tokens)
+    breaker = CircuitBreakerModel(sender, config.llm_breaker_groups)
+    budget = BudgetModel(breaker, config.max_llm_requests, config.max_tokens)
     model = AccountingModel(
         CachingModel(budget, cache) if cache is not None else budget,
         on_invalid=lambda: progress.count("llm", "retried"),
@@ -575,6 +585,7 @@ async def _deduplicate(
         "decisions_by_tier": dict(sorted(tally.tiers.items())),
         "embedding_model": embedder.name if semantic_on and embedder is not None else None,
         "llm_model": llm.name,
+        "preflight_requests": preflight_requests,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
         "llm_invalid_answers": model.stats.invalid_answers,
@@ -584,6 +595,12 @@ async def _deduplicate(
             "max_requests": config.max_llm_requests,
             "max_tokens": config.max_tokens,
             "exhausted": budget.exhausted,
+        },
+        "llm_unavailable_group_count": sum(1 for issue in issues if issue.code == UNAVAILABLE),
+        "llm_circuit_breaker": {
+            "after_groups": config.llm_breaker_groups,
+            "open": breaker.open,
+            "refused_requests": breaker.refused,
         },
         "chunk_count": len(chunks),
         "seconds": clock.total(),

@@ -31,6 +31,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.preflight import preflight
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
@@ -93,12 +94,22 @@ class DeduplicateRelations:
     name = STEP_NAME
 
     def __init__(
-        self, config: DeduplicateRelationsConfig | None = None, cache: RunCache | None = None
+        self,
+        config: DeduplicateRelationsConfig | None = None,
+        cache: RunCache | None = None,
+        *,
+        preflight: bool = True,
     ) -> None:
         """``cache`` (e.g. ``RunCache(Path("relmerge-cache.sqlite"))``) keeps LLM answers and
-        embeddings across runs: a re-run of the same batch asks the LLM nothing."""
+        embeddings across runs: a re-run of the same batch asks the LLM nothing.
+
+        With ``preflight`` (the default), a run first sends one minimal request to each
+        model endpoint that can be checked (``OpenAICompatibleModel``, ``OpenAIEmbedder``)
+        and raises its :class:`~relmerge.errors.ProviderError` before anything is read or
+        written when one is not there or is not an LLM."""
         self.config = config or DeduplicateRelationsConfig()
         self.cache = cache
+        self.preflight = preflight
 
     @property
     def requirements(self) -> StepRequirements:
@@ -126,7 +137,11 @@ class DeduplicateRelations:
         )
 
     async def run(self, context: StepContext, progress: Progress | None = None) -> RunOutput:
-        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts."""
+        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts.
+
+        An endpoint that stops answering mid-run does not raise: the groups it left keep
+        their records, with the issue ``llm_unavailable`` in the result (counted in
+        ``llm_unavailable_group_count``); running the step again asks them."""
         store = context.get_component("stores.objects")
         if not isinstance(store, ObjectStore):
             raise InputError("component 'stores.objects' is missing or is not an object store")
@@ -172,6 +187,11 @@ class DeduplicateRelations:
         """
         if not isinstance(keys, list | tuple):
             raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
+        checked = 0
+        if self.preflight:  # before anything is read or written
+            checked = await preflight(llm)
+            if embedder is not None:
+                checked += await preflight(embedder)
         raws = await read_store_keys(store, list(keys))
         fingerprint = run_fingerprint(raws, mapping, self.config, llm, embedder, entities)
         if embedder is not None and self.cache is not None:
@@ -187,6 +207,7 @@ class DeduplicateRelations:
             entities,
             cache=self.cache,
             log_prefix=f"{self.config.logs_prefix}/{fingerprint[:16]}",
+            preflight_requests=checked,
         )
         output.result["fingerprint"] = fingerprint
         output.result["log_keys"] = list(output.log_keys)

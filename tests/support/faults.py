@@ -309,14 +309,16 @@ async def run_through_server(
         return FaultRun(output, store, server.requests)
 
 
-async def run_without_llm(dev: DevSet, *, semantic: bool = True) -> RunOutput:
+async def run_without_llm(
+    dev: DevSet, *, semantic: bool = True, store: MemoryStore | None = None
+) -> RunOutput:
     """The rules-only run: what a run keeps when every LLM question fails."""
     return await run_pipeline(
         dev.raws,
         dev.entity_mapping,
         DeduplicateRelationsConfig(semantic_merge=semantic),
         NoLanguageModel(),
-        MemoryStore(),
+        store if store is not None else MemoryStore(),
         embedder=CachedEmbedder(HashEmbedder()),
         entities=dev.entities,
     )

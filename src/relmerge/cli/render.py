@@ -27,6 +27,11 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         ("pairs needing an LLM, no valid verdict (→ review)", result["llm_needed_pair_count"]),
         ("unsure → clarifications.jsonl", result["clarification_count"]),
         ("failed groups (originals kept)", result["failed_group_count"]),
+        (
+            "groups left for a re-run: LLM unavailable",
+            result["llm_unavailable_group_count"],
+        ),
+        ("endpoint checks before the run (preflight requests)", result["preflight_requests"]),
         ("LLM requests sent", result["llm_requests"]),
         ("LLM requests that failed (HTTP; retried)", result["llm_failed_requests"]),
         ("LLM answers that were invalid (retried)", result["llm_invalid_answers"]),

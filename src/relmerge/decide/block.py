@@ -24,7 +24,7 @@ from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
-from relmerge.decide.retry import FAILED, Attempts, GroupFailed
+from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision
 from relmerge.prompts.base import truncate
@@ -216,7 +216,8 @@ class BlockDecider:
                 except GroupFailed as failure:
                     batch_pairs = set(combinations(sorted(members), 2))
                     if failure.code != FAILED or not failure.invalid_answers:
-                        result.failure = failure  # budget spent or endpoint down: stop here
+                        # Budget spent, endpoint unavailable or failing: stop here.
+                        result.failure = failure
                         return self._finish(units, pending, answered, final, entities, result)
                     # A model that answered badly gets its last attempt for these pairs in
                     # the next round (a fresh request, records in another order, so not the
@@ -256,7 +257,10 @@ class BlockDecider:
             for pair, p in pending.items()
             if pair not in answered and final.find(pair[0]) != final.find(pair[1])
         ]
-        if result.failure is not None:
+        if result.failure is not None and result.failure.code == UNAVAILABLE:
+            # Written as a run without an LLM writes them; a re-run asks them.
+            cause = f"the LLM was unavailable ({result.failure.reason})"
+        elif result.failure is not None:
             cause = f"no valid LLM verdict ({result.failure.code}: {result.failure.reason})"
         else:
             cause = "no valid LLM verdict within max_rounds"

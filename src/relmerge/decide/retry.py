@@ -6,8 +6,11 @@ since a model held to a grammar (llama.cpp's ``json_object`` with a schema) or r
 itself at temperature 0 would give the same invalid answer again. An answer cut at its
 ``max_tokens`` is invalid, never read as a prefix. A provider error that retrying cannot
 fix (bad key, unknown model) is raised and stops the run; transient ones count as a failed
-attempt; a spent budget fails the group at once (no retry). ``max_attempts`` bounds every
-request about one batch (:class:`Attempts`), a caller's later re-ask included.
+attempt; a spent budget or an open circuit breaker fails the group at once (no retry).
+``max_attempts`` bounds every request about one batch (:class:`Attempts`), a caller's later
+re-ask included. A question whose every attempt failed in transport (no answer came back at
+all) fails as ``llm_unavailable`` and is reported to the run's circuit breaker
+(``providers.breaker``) through the model's ``note_unreachable``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from relmerge.errors import BudgetExhaustedError, InvalidAnswerError, ProviderError
+from relmerge.errors import (
+    BudgetExhaustedError,
+    InvalidAnswerError,
+    LLMUnavailableError,
+    ProviderError,
+)
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 T = TypeVar("T")
@@ -24,6 +32,7 @@ T = TypeVar("T")
 
 FAILED = "deduplication_failed"
 BUDGET_SPENT = "llm_budget_exhausted"
+UNAVAILABLE = "llm_unavailable"
 
 # Stands in for an empty answer in the retry's conversation: several OpenAI-compatible
 # servers (Mistral, gateways in front of Anthropic models) reject an empty assistant turn
@@ -84,18 +93,23 @@ async def ask_validated(
     budget = Attempts(attempts) if isinstance(attempts, int) else attempts
     feedback: list[tuple[str, str]] = []
     reason = "no attempt was made"
+    tried = unreachable = 0  # attempts made, and those that got no answer at all
     while budget.take(after_invalid=bool(feedback)):
         request = build(feedback)
         if feedback:  # after an invalid answer: not the same request again
             request = replace(request, relaxed=True)
+        tried += 1
         try:
             result = await llm.invoke(request)
         except BudgetExhaustedError as error:
             raise GroupFailed(str(error), BUDGET_SPENT) from None
+        except LLMUnavailableError as error:
+            raise GroupFailed(str(error), UNAVAILABLE) from None
         except ProviderError as error:
             if not error.retryable:
                 raise
             reason = f"the model endpoint failed: {error}"
+            unreachable += error.transport
             continue
         if result.truncated:
             reason = (
@@ -117,6 +131,9 @@ async def ask_validated(
             reason = str(error)
             feedback.append((_previous(result.text), reason))
             _note_invalid(llm)
+    if tried and unreachable == tried:
+        report_unreachable(llm)
+        raise GroupFailed(f"the LLM was unavailable: {reason}", UNAVAILABLE)
     raise GroupFailed(reason, invalid_answers=len(feedback))
 
 
@@ -125,3 +142,17 @@ def _note_invalid(llm: LanguageModel) -> None:
     note = getattr(llm, "note_invalid", None)
     if callable(note):
         note()
+
+
+def report_unreachable(llm: object) -> None:
+    """Tell the run's circuit breaker (``note_unreachable`` of the model or of a model it
+    wraps, ``inner``) that a question got no answer at all."""
+    current: object | None = llm
+    for _ in range(32):
+        if current is None:
+            return
+        note = getattr(current, "note_unreachable", None)
+        if callable(note):
+            note()
+            return
+        current = getattr(current, "inner", None)
