@@ -64,29 +64,29 @@ import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from heta_framework.common.models import (  # type: ignore[import-not-found]
+from heta_framework.common.models import (
     EmbeddingResult,
     ModelChunk,
     ModelResult,
 )
-from heta_framework.common.models.protocols import (  # type: ignore[import-not-found]
+from heta_framework.common.models.protocols import (
     EmbeddingModelProtocol,
     LanguageModelProtocol,
 )
-from heta_framework.common.stores.object import (  # type: ignore[import-not-found]
+from heta_framework.common.stores.object import (
     LocalObjectStore,
     ObjectInfo,
     ObjectStoreProtocol,
     validate_object_key,
     validate_object_prefix,
 )
-from heta_framework.kb.builder import StepExecutionContext  # type: ignore[import-not-found]
-from heta_framework.kb.components import (  # type: ignore[import-not-found]
+from heta_framework.kb.builder import StepExecutionContext
+from heta_framework.kb.components import (
     KnowledgeModels,
     KnowledgeStores,
 )
-from heta_framework.kb.recipe import KnowledgeRecipe  # type: ignore[import-not-found]
-from heta_framework.kb.steps import (  # type: ignore[import-not-found]
+from heta_framework.kb.recipe import KnowledgeRecipe
+from heta_framework.kb.steps import (
     DeduplicateRelations,
     DeduplicateRelationsConfig,
 )

@@ -2,7 +2,7 @@
 
 Five sources, each a list of relation records: the three converted sets of
 ``../shared/data/real`` (GraphRAG and nano-graphrag output) and the two LightRAG working
-folders of ``../shared/data/upstream/lightrag`` (imported with ``relmerge import``; the
+folders of ``../shared/data/upstream/lightrag`` (imported as ``relmerge import`` does: the
 edge ``keywords`` LightRAG writes become the records' relation name, shared by every
 extraction of one edge). A *block* is the records of one unordered entity pair; only
 blocks of two or more records hold pairs to decide.
@@ -15,8 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from relmerge.adapters.graphml import read_graphml
-from relmerge.adapters.lightrag import GRAPH_FILE, import_lightrag, strip_quotes
+from relmerge.adapters.lightrag import import_lightrag
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -25,30 +24,13 @@ LIGHTRAG = ("home-lab-agentic-ai", "lightrag-hku-1.5.7-pipeline")
 SOURCES = REAL + LIGHTRAG
 
 
-def _lightrag_keywords(folder: Path) -> dict[frozenset[str], str]:
-    """Edge keywords by unordered pair of node names (empty when the graph has none)."""
-    document = read_graphml(folder / GRAPH_FILE)
-    keywords: dict[frozenset[str], str] = {}
-    for edge in document.edges:
-        words = strip_quotes(edge.data.get("keywords", ""))
-        if words:
-            keywords[frozenset((strip_quotes(edge.source), strip_quotes(edge.target)))] = words
-    return keywords
-
-
 def load_source(name: str, shared: Path = SHARED) -> list[dict[str, Any]]:
     """The records of one source, in file order."""
     if name in REAL:
         path = shared / "real" / name / "relations.jsonl"
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     folder = shared / "upstream" / "lightrag" / name
-    records = [dict(record) for record in import_lightrag(folder).relations]
-    keywords = _lightrag_keywords(folder)
-    for record in records:
-        pair = frozenset((record["source_entity_name"], record["target_entity_name"]))
-        if pair in keywords:
-            record["name"] = keywords[pair]
-    return records
+    return [dict(record) for record in import_lightrag(folder).relations]
 
 
 def blocks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

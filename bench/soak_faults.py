@@ -9,7 +9,8 @@ OpenAI-compatible server that answers from the gold clusters, once fault-free an
 ``tests.support.faults.FaultyHandler`` (base rates: 30% garbage, 10% HTTP 429, 5% HTTP 500,
 2% dropped connections, up to 50 ms latency; ``--rate 2`` doubles the four rates). One row
 per run: faults injected by kind, requests sent, failed groups, pair F1 fault-free vs
-faulty, records lost (must be 0). Prints figures only, then a final JSON line.
+faulty, records lost (must be 0), whether the circuit breaker opened (it must not: the
+endpoint answers, if badly). Prints figures only, then a final JSON line.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ async def soak(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "reference_requests": reference.output.result["llm_requests"],
                     "failed_requests": result["llm_failed_requests"],
                     "failed_groups": result["failed_group_count"],
+                    "breaker_open": result["llm_circuit_breaker"]["open"],
                     "expected_failed_groups": faults.unanswered_questions(
                         args.max_retries, args.max_attempts
                     ),
@@ -133,6 +135,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
                 r["failed_groups"] == r["expected_failed_groups"] for r in group
             ),
             "records_lost": sum(row["lost"] for row in group),
+            "circuit_breaker_opened": sum(1 for row in group if row["breaker_open"]),
         }
     return summary
 
@@ -165,7 +168,8 @@ def main() -> None:
             f"rate x{multiplier}: {figures['runs']} runs, ΔF1 mean {figures['mean_delta_f1']:+.4f}"
             f" worst {figures['worst_delta_f1']:+.4f}, within ±{F1_TOLERANCE}: "
             f"{figures['runs_within_tolerance']}/{figures['runs']}, failed groups mean "
-            f"{figures['mean_failed_groups']}, records lost {figures['records_lost']}"
+            f"{figures['mean_failed_groups']}, records lost {figures['records_lost']}, "
+            f"circuit breaker opened {figures['circuit_breaker_opened']}/{figures['runs']}"
         )
     print(json.dumps({"summary": summary, "runs": rows}))
 

@@ -75,23 +75,23 @@ def main() -> None:
         )
         duration = time.monotonic() - started
         expected = run_outputs(reference)
-        reference_requests = len(server.requests)
+        reference_requests = len(server.group_requests)
         print(f"uninterrupted run: {duration:.1f} s, {reference_requests} LLM requests")
         rows = []
         for trial in range(args.trials):
             out = Path(tmp) / f"trial{trial}"
             at = rng.uniform(0, duration)
-            start = len(server.requests)
+            start = len(server.group_requests)
             process = subprocess.Popen(run_args(out, server.base_url, args.concurrency))
             time.sleep(at)
             killed = process.poll() is None
             process.send_signal(signal.SIGKILL)
             process.wait()
-            asked = {key(body) for body in server.requests[start:]}
+            asked = {key(body) for body in server.group_requests[start:]}
             complete_after_kill = (out / "deduplicate_relations_result.json").exists()
-            resumed_from = len(server.requests)
+            resumed_from = len(server.group_requests)
             subprocess.run(run_args(out, server.base_url, args.concurrency), check=True)
-            resumed = server.requests[resumed_from:]
+            resumed = server.group_requests[resumed_from:]
             rows.append(
                 {
                     "kill_at_s": round(at, 2),

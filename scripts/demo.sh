@@ -11,3 +11,10 @@ python3 -m venv .venv
   --entities examples/sample/entities.jsonl \
   --output out/sample --overwrite "$@"
 echo "outputs in out/sample: deduplicated_relations/, relation_id_mapping.json, decisions.jsonl …"
+waiting=$(grep -c . out/sample/clarifications.jsonl 2>/dev/null || true)
+if [ "${waiting:-0}" -gt 0 ]; then
+  echo "${waiting} cases wait for a person: .venv/bin/relmerge review out/sample" \
+    "(then run bash scripts/demo.sh again to apply the answers)"
+else
+  echo "no case waits for a person."
+fi

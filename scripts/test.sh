@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install relmerge with its development tools into .venv, then lint, type-check and test.
+# Install relmerge with its development tools (and heta-framework, to test the step inside
+# its builds) into .venv, then lint, type-check and test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+# heta: relmerge's step is tested inside real heta-framework builds.
+.venv/bin/python -m pip install --quiet -e '.[dev,heta]'
 # The review page is tested in a real headless browser: Debian's chromium (Playwright's
 # own browser download cannot work offline).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \

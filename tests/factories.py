@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -82,6 +83,23 @@ def merge_answer(
     return {"relation": relation}
 
 
-def logged_decisions(store: MemoryStore, key: str = "decisions.jsonl") -> list[Decision]:
+def step_log(store: MemoryStore, name: str) -> bytes:
+    """A log the step wrote (``decisions.jsonl``, …): under a prefix naming its run, the one
+    run in ``store``; a pipeline run's log sits at the root."""
+    if name in store.objects:
+        return store.objects[name]
+    found = [key for key in store.objects if re.fullmatch(rf"[^/]+/[0-9a-f]{{16}}/{name}", key)]
+    assert len(found) == 1, f"expected one {name} in the store, found {found}"
+    return store.objects[found[0]]
+
+
+def logged_decisions(store: MemoryStore, name: str = "decisions.jsonl") -> list[Decision]:
     """The decision log a run wrote into ``store``, as objects."""
-    return [Decision.model_validate_json(line) for line in store.objects[key].splitlines()]
+    return [Decision.model_validate_json(line) for line in step_log(store, name).splitlines()]
+
+
+def logged_clarifications(
+    store: MemoryStore, name: str = "clarifications.jsonl"
+) -> list[dict[str, Any]]:
+    """The questions for a person a run wrote into ``store``."""
+    return [orjson.loads(line) for line in step_log(store, name).splitlines()]

@@ -26,7 +26,7 @@ from relmerge.io.load import read_input
 from relmerge.pipeline import run_pipeline
 from relmerge.providers.base import NoLanguageModel
 from relmerge.stores import MemoryStore
-from tests.factories import record
+from tests.factories import record, step_log
 from tests.support.llm_server import LLMServer, Reply, json_reply, request_records
 
 RESULT = "deduplicate_relations_result.json"
@@ -499,7 +499,7 @@ def test_a_2mb_description_is_stored_whole_and_cut_only_inside_the_prompt(
             "--llm-model",
             "scripted",
         )
-        bodies = server.requests
+        bodies = server.group_requests
     assert_set_aside(result, out, {"small", "big", "other"}, {})
     # One merge request for the exact-key group (small, big); "other" has its own key.
     assert len(bodies) == 1
@@ -557,7 +557,7 @@ async def test_python_api_sets_bad_records_aside_and_raises_input_error_for_the_
         "3": "object key must be a non-empty string, got 3",
     }
     assert output.result["rejected_count"] == 3
-    assert store.objects["rejected.jsonl"].count(b"\n") == 3
+    assert step_log(store, "rejected.jsonl").count(b"\n") == 3
 
     raised: list[BaseException] = []
     for bad_keys, mapping in [(keys[:2], ["e_ada", "e_lind"]), ([], {})]:

@@ -42,7 +42,7 @@ def test_defaults_are_the_seeds() -> None:
 
 def test_invalid_values_are_all_reported_at_once() -> None:
     with pytest.raises(ConfigError) as info:
-        DeduplicateRelationsConfig(max_rounds=0, llm_batch_size=1, similarity_threshold=3)
+        DeduplicateRelationsConfig(max_rounds=0, llm_batch_size=0, similarity_threshold=3)
     message = str(info.value)
     assert "max_rounds" in message and "llm_batch_size" in message
     assert "similarity_threshold" in message

@@ -11,11 +11,13 @@ comparison over many seeds.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
+from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.retry import EMPTY_ANSWER
 from relmerge.errors import InvalidAnswerError
 from relmerge.eval.metrics import evaluate
@@ -24,7 +26,8 @@ from relmerge.pipeline import RunOutput
 from relmerge.prompts import cluster_relations, judge_pair, merge_relations
 from relmerge.providers.gold import GoldJudge
 from relmerge.providers.parsing import parse_json_answer
-from tests.factories import logged_decisions, record
+from relmerge.stores import MemoryStore
+from tests.factories import logged_clarifications, logged_decisions, record
 from tests.support.faults import (
     DEV,
     FAULT_KINDS,
@@ -233,6 +236,10 @@ async def test_dev_set_under_the_fault_mix(dev: DevSet, semantic: bool) -> None:
             assert decision.reason
             assert decision.output_ids == decision.member_ids
 
+    # Garbage, 429s and retried transport faults never open the circuit breaker.
+    assert result["llm_circuit_breaker"]["open"] is False
+    assert result["llm_unavailable_group_count"] == 0
+
     # Quality stays close to the fault-free run.
     f1_reference = evaluate(reference.output.relation_id_mapping, dev.gold).pair_f1
     f1_faulty = evaluate(faulty.output.relation_id_mapping, dev.gold).pair_f1
@@ -274,29 +281,88 @@ async def test_answers_slower_than_the_timeout_are_retried(dev: DevSet, clean: F
     assert run.output.result["llm_requests"] == run.server_requests
 
 
+def unavailable_issues(output: RunOutput) -> list[dict[str, Any]]:
+    return [issue for issue in output.result["issues"] if issue["code"] == "llm_unavailable"]
+
+
 @needs_dev
 @pytest.mark.parametrize("semantic", [True, False], ids=["semantic", "exact-only"])
-async def test_server_errors_beyond_max_retries_keep_groups_with_an_issue(
+async def test_server_errors_beyond_the_retries_open_the_circuit_breaker(
     dev: DevSet, semantic: bool
 ) -> None:
+    """An endpoint that only answers 500: the first questions fail every attempt, then the
+    breaker stops the sending; every group left keeps what the rules decide, with the
+    issue ``llm_unavailable``, and its undecided pairs are written for review as a run
+    without an LLM writes them."""
     faults = FaultyHandler(gold(dev), **only("server_error"))
     run = await guarded(
         run_through_server(dev, faults, semantic=semantic, max_retries=1, max_attempts=2)
     )
     assert_nothing_lost(run, dev)
     result = run.output.result
+    breaker = result["llm_circuit_breaker"]
+    assert breaker["open"] is True and breaker["after_groups"] == 5
+    assert breaker["refused_requests"] > 0  # the groups after it sent nothing
     questions = len(faults.history)
-    assert questions > 0
-    assert result["failed_group_count"] == questions == faults.unanswered_questions(1, 2)
-    # Each question: 2 attempts of 2 HTTP requests each, all of them failed.
+    concurrency = DeduplicateRelationsConfig().concurrency
+    # The five questions that tripped it, and at most the others already in flight.
+    assert 5 <= questions <= 5 + concurrency
+    # 2 attempts of 2 HTTP requests each for a question that ran to its end; fewer for
+    # one in flight when the breaker opened (its next attempt is refused). Every request
+    # sent is counted.
     assert result["llm_requests"] == result["llm_failed_requests"] == run.server_requests
-    assert run.server_requests == 4 * questions
-    issues = failed_issues(run.output)
-    assert len(issues) == questions
-    assert all("HTTP 500" in issue["message"] for issue in issues)
-    # What is kept is exactly what the rules decide without an LLM.
-    rules = await run_without_llm(dev, semantic=semantic)
+    assert run.server_requests <= 4 * questions
+    # No group failed on anything but the endpoint; each one left has its issue.
+    issues = unavailable_issues(run.output)
+    assert failed_issues(run.output) == []
+    assert len(issues) == result["failed_group_count"] == result["llm_unavailable_group_count"]
+    assert len(issues) > questions  # groups after the breaker opened are reported too
+    assert all(issue["message"] for issue in issues)
+    # What is kept is exactly what the rules decide without an LLM, and the questions for
+    # a person are those of a run without one.
+    rules_store = MemoryStore()
+    rules = await run_without_llm(dev, semantic=semantic, store=rules_store)
     assert run.output.relation_id_mapping == rules.relation_id_mapping
+    asked = {item["id"] for item in logged_clarifications(run.store)}
+    assert asked == {item["id"] for item in logged_clarifications(rules_store)}
+    assert bool(asked) == semantic  # the exact stage writes decisions, not questions
+    if semantic:
+        reasons = {item["reason"] for item in logged_clarifications(run.store)}
+        assert all(reason.startswith("the LLM was unavailable") for reason in reasons)
+
+
+@needs_dev
+async def test_an_endpoint_that_dies_mid_run_stops_being_asked(dev: DevSet) -> None:
+    """The gold judge answers the first questions, then every connection drops: the
+    answers it gave are used, the breaker stops the sending, nothing is lost."""
+    inner = gold(dev)
+    alive_for = 10
+    seen = 0
+    lock = threading.Lock()
+
+    def dies(body: dict[str, Any]) -> Reply:
+        nonlocal seen
+        with lock:
+            seen += 1
+            alive = seen <= alive_for
+        return inner(body) if alive else Reply(drop=True)
+
+    run = await guarded(run_through_server(dev, dies, max_retries=1, max_attempts=2))
+    assert_nothing_lost(run, dev)
+    result = run.output.result
+    assert result["llm_circuit_breaker"]["open"] is True
+    after_death = run.server_requests - alive_for
+    concurrency = DeduplicateRelationsConfig().concurrency
+    # Five questions in a row without an answer trip it (2 attempts of 2 requests each);
+    # an answer sent before the death and received after some of them restarts the count,
+    # at most once per request in flight.
+    assert 0 < after_death <= 4 * (5 + 5 * concurrency)
+    assert result["llm_circuit_breaker"]["refused_requests"] > 0
+    assert result["llm_unavailable_group_count"] > 0
+    assert failed_issues(run.output) == []
+    # The answers that came back before it died are applied.
+    assert any(d.tier == "llm" for d in logged_decisions(run.store))
+    assert logged_clarifications(run.store)
 
 
 @needs_dev
@@ -310,14 +376,14 @@ async def test_garbage_only_fails_every_question_with_its_reason(
     result = run.output.result
     questions = len(faults.history)
     assert result["failed_group_count"] == questions == faults.unanswered_questions(8, 3)
-    # The semantic stage asks a failed block once more, records in another order.
-    tries = 2 if semantic else 1
-    assert result["llm_requests"] == run.server_requests == MAX_ATTEMPTS * questions * tries
+    # max_attempts requests per question; the semantic stage's last one re-asks a block
+    # in a fresh request, records in another order.
+    assert result["llm_requests"] == run.server_requests == MAX_ATTEMPTS * questions
     assert result["llm_failed_requests"] == 0  # every answer arrived; none was usable
-    assert result["llm_invalid_answers"] == MAX_ATTEMPTS * questions * tries
+    assert result["llm_invalid_answers"] == MAX_ATTEMPTS * questions
     # Retries carry the invalid answer back with what was wrong; never an empty turn.
     retries = [body for body in run.requests if len(body["messages"]) > 2]
-    assert len(retries) == (MAX_ATTEMPTS - 1) * questions * tries
+    assert len(retries) == (MAX_ATTEMPTS - (2 if semantic else 1)) * questions
     for body in retries:
         answers = [m["content"] for m in body["messages"] if m["role"] == "assistant"]
         assert answers
@@ -325,6 +391,9 @@ async def test_garbage_only_fails_every_question_with_its_reason(
         assert "invalid" in body["messages"][-1]["content"]
     reasons = {issue["message"] for issue in failed_issues(run.output)}
     assert "LLM output is not valid JSON." in reasons
+    # Invalid answers never trip the circuit breaker: every question was asked.
+    assert result["llm_circuit_breaker"]["open"] is False
+    assert unavailable_issues(run.output) == []
     rules = await run_without_llm(dev, semantic=semantic)
     assert run.output.relation_id_mapping == rules.relation_id_mapping
 

@@ -381,9 +381,8 @@ async def test_compromised_answers_are_refused_and_originals_kept(
     else:
         asked = baseline.result["llm_needed_group_count"]
         assert asked == 5
-    # A block is asked once more (records in another order) before it is given up.
-    tries = 2 if semantic else 1
-    assert len(llm.requests) == asked * MAX_ATTEMPTS * tries
+    # max_attempts requests per question; a block's last one is a re-ask in another order.
+    assert len(llm.requests) == asked * MAX_ATTEMPTS
     assert output.result["failed_group_count"] == asked
     issues = failures(output)
     assert len(issues) == asked
@@ -391,7 +390,7 @@ async def test_compromised_answers_are_refused_and_originals_kept(
     kept = "kept_tier_decisions" if semantic else "kept_original_records"
     assert {issue["resolution"]["action"] for issue in issues} == {kept}
     retries = [q for q in llm.requests if len(q.messages) > 2]
-    assert len(retries) == asked * (MAX_ATTEMPTS - 1) * tries
+    assert len(retries) == asked * (MAX_ATTEMPTS - (2 if semantic else 1))
     for request in retries:
         assert request.messages[-1].role == "user"
         assert request.messages[-1].content.startswith("That answer is invalid: ")

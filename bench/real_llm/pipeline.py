@@ -128,7 +128,8 @@ async def run(
         },
     )
     output = await DeduplicateRelations(config).run(context)
-    decisions = [json.loads(line) for line in store.objects["decisions.jsonl"].splitlines()]
+    (log,) = [key for key in output.log_keys if key.endswith("/decisions.jsonl")]
+    decisions = [json.loads(line) for line in store.objects[log].splitlines()]
     return output.relation_id_mapping, output.result, decisions
 
 

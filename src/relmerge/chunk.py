@@ -14,7 +14,7 @@ gives the same result wherever it is worked.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.decide.memory import Remembered
 from relmerge.model import ExtractedRelation, StepIssue
+from relmerge.progress import NoProgress, Progress
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
@@ -33,19 +34,38 @@ from relmerge.stages.semantic.neighbours import ReportPart
 from relmerge.stages.semantic.stage import SemanticOutcome, SemanticStage
 from relmerge.units import Unit
 
-Progress = Callable[[str, int], None]
+
+class RecordedProgress(NoProgress):
+    """Progress of a chunk worked away from the driver (a Ray task): what it advanced and
+    how it corrected each phase's total, replayed by the driver when the result lands."""
+
+    def __init__(self) -> None:
+        self.advanced: dict[str, int] = {}
+        self.totals: dict[str, int] = {}
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        self.advanced[stage] = self.advanced.get(stage, 0) + amount
+
+    def add_total(self, stage: str, amount: int) -> None:
+        self.totals[stage] = self.totals.get(stage, 0) + amount
+
+    def replay(self, progress: Progress) -> None:
+        for stage, amount in self.totals.items():
+            progress.add_total(stage, amount)
+        for stage, amount in self.advanced.items():
+            progress.advance(stage, amount)
 
 
 @dataclass
 class ChunkRun:
     """What an engine needs to work a run's chunks: the shared settings, the driver's
     model (budget, cache, accounting: the one door to the LLM) and embedder, where
-    progress goes, and the driver's CPU meter."""
+    progress goes (phases ``exact``, ``embed``, ``semantic``), and the driver's CPU meter."""
 
     settings: ChunkSettings
     model: LanguageModel
     embedder: EmbeddingModel | None
-    on_progress: Progress
+    progress: Progress
     meter: CpuMeter
 
 
@@ -124,6 +144,7 @@ class Tally:
         self.exact_rounds = max(self.exact_rounds, exact.rounds)
 
     def add_semantic(self, semantic: SemanticOutcome) -> None:
+        self.exact_merges += semantic.exact_merge_count
         self.semantic_merges += semantic.merge_count
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
@@ -160,8 +181,7 @@ class ChunkResult:
     semantic_issues: list[StepIssue] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
     report: ReportPart | None = None
-    groups_done: int = 0
-    blocks_done: int = 0
+    progress: RecordedProgress | None = None  # a worker's progress, for the driver
     texts_embedded: int = 0
     cpu: dict[str, float] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
@@ -188,36 +208,32 @@ async def work_chunk(
     settings: ChunkSettings,
     llm: LanguageModel,
     embedder: EmbeddingModel | None,
-    on_progress: Progress = lambda stage, n: None,
+    progress: Progress | None = None,
     meter: CpuMeter | None = None,
 ) -> ChunkResult:
     """Exact stage, then (semantic stage on) embedding and block decisions, of one chunk.
 
-    ``on_progress(stage, n)`` hears of finished exact groups ("exact") and semantic
-    blocks ("semantic") as they finish; ``meter`` measures the CPU of each stage (a new
-    one measures this process only).
+    ``progress`` hears of finished exact groups (``exact``), embedded texts (``embed``,
+    whose total, counted as the chunk's records, is corrected to its distinct texts) and
+    semantic blocks (``semantic``) as they finish; ``meter`` measures the CPU of each
+    stage (a new one measures this process only).
     """
+    progress = progress or NoProgress()
     started = time.perf_counter()
     meter = meter or CpuMeter()
     before, before_wall = dict(meter.stages), dict(meter.wall)
     config = settings.config
     result = ChunkResult(task.number)
 
-    def progressed(stage: str) -> Callable[[int], None]:
-        def advance(n: int) -> None:
-            if stage == "exact":
-                result.groups_done += n
-            else:
-                result.blocks_done += n
-            on_progress(stage, n)
-
-        return advance
-
     with meter.stage("exact"):
         originals = task.originals()
         units = [Unit(originals[i], (i,)) for i in task.indices]
         exact = await ExactStage(
-            config, llm, originals, progressed("exact"), defer_llm=config.semantic_merge
+            config,
+            llm,
+            originals,
+            lambda n: progress.advance("exact", n),
+            defer_llm=config.semantic_merge,
         ).run(units)
         del units
         result.tally.add_exact(exact)
@@ -232,7 +248,9 @@ async def work_chunk(
             embedder,
             originals,
             settings.entities,
-            on_block_done=progressed("semantic"),
+            on_block_done=lambda n: progress.advance("semantic", n),
+            on_texts=lambda n: progress.add_total("embed", n - len(task.indices)),
+            on_embedded=lambda n: progress.advance("embed", n),
             memory=settings.memory,
             report=report,
             shared_names=settings.shared_names,

@@ -63,7 +63,8 @@ class DeduplicateRelationsConfig(BaseModel):
     semantic_merge: bool = True
     similarity_threshold: float = Field(0.9, ge=-1.0, le=1.0)
     max_rounds: int = Field(10, ge=1)
-    llm_batch_size: int = Field(20, ge=2)
+    # 1 is accepted as in Heta: each later batch is the accumulated result plus one record.
+    llm_batch_size: int = Field(20, ge=1)
     semantic_batch_size: int = Field(100, ge=2)
     semantic_batch_count: int = Field(4, ge=1)
     max_attempts: int = Field(3, ge=1)
@@ -160,13 +161,28 @@ class DeduplicateRelationsConfig(BaseModel):
         "blocks and held in a temporary file meanwhile, so memory stays bounded.",
     )
     decisions_key: str | None = Field(
-        "decisions.jsonl", description="Store key of the decision log; None to skip it."
+        "decisions.jsonl", description="Name of the decision log; None to skip it."
     )
     rejected_key: str | None = Field(
-        "rejected.jsonl", description="Store key of rejected input records; None to skip it."
+        "rejected.jsonl", description="Name of the rejected input records; None to skip it."
     )
     clarifications_key: str | None = Field(
-        "clarifications.jsonl", description="Store key of pending unsure cases; None to skip."
+        "clarifications.jsonl", description="Name of the pending unsure cases; None to skip."
+    )
+    logs_prefix: str = Field(
+        "deduplicate_relations_runs",
+        description="Where the step (Python API, heta-framework) writes its logs: "
+        "{logs_prefix}/{run fingerprint}/{decisions_key, clarifications_key, rejected_key}, "
+        "so that builds sharing a store keep their own. The CLI writes them at OUT's root "
+        "(an OUT holds one run).",
+    )
+    llm_breaker_groups: int = Field(
+        5,
+        ge=1,
+        description="Circuit breaker: after this many groups in a row whose every attempt "
+        "failed in transport (refused, DNS, TLS, timeout, 5xx, dropped connection; invalid "
+        "answers never count), no more LLM requests are sent; the groups left keep their "
+        "records with the issue llm_unavailable.",
     )
 
     def __init__(self, **data: Any) -> None:
@@ -188,7 +204,7 @@ class DeduplicateRelationsConfig(BaseModel):
             return None
         return value
 
-    @field_validator("deduplicated_relations_prefix", "relation_keys_artifact")
+    @field_validator("deduplicated_relations_prefix", "relation_keys_artifact", "logs_prefix")
     @classmethod
     def _non_empty_name(cls, value: str) -> str:
         value = value.strip().strip("/")
@@ -228,6 +244,12 @@ class EmbeddingSettings(BaseModel):
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    startup_wait: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds the preflight keeps retrying an endpoint that refuses "
+        "connections or answers 5xx / 429, as a server still starting does.",
+    )
 
 
 class LLMSettings(BaseModel):
@@ -244,6 +266,12 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(4, ge=0)
     requests_per_minute: float | None = Field(
         None, ge=1, description="Most LLM requests started per minute; None: no limit."
+    )
+    startup_wait: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds the preflight keeps retrying an endpoint that refuses "
+        "connections or answers 5xx / 429, as a server still starting does.",
     )
 
 

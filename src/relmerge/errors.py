@@ -6,10 +6,13 @@ one type, and the CLI can turn any of them into a one-line message and exit code
     RelmergeError
     ├── ConfigError        invalid configuration values (all problems listed at once)
     ├── InputError         unreadable input: missing file, bad entity mapping, empty batch
+    ├── ExportError        an export could not be written (the destination is left as it was)
     ├── StoreError         object-store problems
     │   └── InvalidKeyError    a key with "..", an absolute path or an empty segment
-    ├── ProviderError      a model endpoint failed for good (after retries) or is misconfigured
-    │   └── BudgetExhaustedError  the run's --max-llm-requests / --max-tokens is spent
+    ├── ProviderError      a model endpoint failed for good (after retries), is misconfigured,
+    │   │                  or is not there (the preflight request says which)
+    │   ├── BudgetExhaustedError  the run's --max-llm-requests / --max-tokens is spent
+    │   └── LLMUnavailableError   the circuit breaker is open: the endpoint stopped answering
     └── InvalidAnswerError an LLM answer that is not valid for its request (retried, never used)
 """
 
@@ -28,6 +31,10 @@ class InputError(RelmergeError):
     """Input that cannot be read at all (a bad record is rejected instead, not raised)."""
 
 
+class ExportError(RelmergeError):
+    """Writing an exported copy failed; nothing was left half-written at the destination."""
+
+
 class StoreError(RelmergeError):
     """An object store could not read or write a key."""
 
@@ -41,18 +48,33 @@ class ProviderError(RelmergeError):
 
     ``retryable`` says whether a later attempt may succeed (timeouts, 429, 5xx) or whether
     the endpoint is misconfigured (401, 404, bad request) so that retrying is pointless.
-    ``attempts`` counts the HTTP requests actually sent before giving up.
+    ``attempts`` counts the HTTP requests actually sent before giving up. ``transport``:
+    no answer came back at all (refused, DNS, TLS, timeout, 5xx, dropped connection), the
+    failures that count towards the circuit breaker; an answer that came back and was
+    refused or unusable is not one.
     """
 
-    def __init__(self, message: str, *, retryable: bool, attempts: int = 1) -> None:
+    def __init__(
+        self, message: str, *, retryable: bool, attempts: int = 1, transport: bool = False
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.attempts = attempts
+        self.transport = transport
 
 
 class BudgetExhaustedError(ProviderError):
     """The run's LLM budget is spent: no request was sent. Stages decide the rest without
     the LLM and record an issue; it never stops a run."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False, attempts=0)
+
+
+class LLMUnavailableError(ProviderError):
+    """The endpoint stopped answering mid-run and the circuit breaker opened: no request
+    was sent. Like a spent budget it never stops a run: the group keeps its records, its
+    undecided pairs are written for review, and it gets the issue ``llm_unavailable``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False, attempts=0)

@@ -111,7 +111,11 @@ def block_hash(relation: ExtractedRelation) -> int:
     """A stable 63-bit hash of the relation's unordered endpoint pair (its block):
     the same in every process and run, so chunks, and the order of the logs, are too."""
     ends = sorted((relation.source_entity_id, relation.target_entity_id))
-    digest = hashlib.blake2b("\x00".join(ends).encode(), digest_size=8).digest()
+    return _hash63(ends)
+
+
+def _hash63(parts: Iterable[str]) -> int:
+    digest = hashlib.blake2b("\x00".join(parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
@@ -128,6 +132,7 @@ class Intake:
     remapped_count: int = 0
     mapped: array[int] = field(default_factory=lambda: array("q"))  # indices in blocks
     hashes: array[int] = field(default_factory=lambda: array("q"))  # their block hashes
+    key_hashes: array[int] = field(default_factory=lambda: array("q"))  # their exact keys'
     names: Counter[str] = field(default_factory=Counter)  # normalised relation names
     # Per relation in blocks: entity numbers and entity-name numbers, (source, target).
     ends: array[int] = field(default_factory=lambda: array("q"))
@@ -152,8 +157,17 @@ class Intake:
         """The batch's names that tell no two facts apart (see ``batch_shared_names``)."""
         return batch_shared_names(self.names, len(self.mapped), share)
 
+    def exact_group_count(self) -> int:
+        """Exact-key groups the exact stage will settle (keys never span chunks)."""
+        return int(np.unique(np.array(self.key_hashes, dtype=np.int64)).size)
 
-_PROGRESS_EVERY = 10_000
+    def multi_block_count(self) -> int:
+        """Blocks of two or more records: the ones the semantic stage decides."""
+        _, counts = np.unique(np.array(self.hashes, dtype=np.int64), return_counts=True)
+        return int((counts > 1).sum())
+
+
+_PROGRESS_EVERY = 1_000
 
 
 def take_in(
@@ -163,7 +177,7 @@ def take_in(
     on_read: Callable[[int], None] = lambda n: None,
 ) -> Intake:
     """Read ``raws`` once: check, remap and park each record (see the module docstring).
-    ``on_read`` hears how many more records were read, every 10,000 and at the end."""
+    ``on_read`` hears how many more records were read, every 1,000 and at the end."""
     intake = Intake(RelationSpool(records_per_chunk))
     try:
         _take_in(intake, raws, mapping, on_read)
@@ -199,7 +213,10 @@ def _take_in(
         intake.remapped_count += relation is not checked
         intake.mapped.append(index)
         intake.hashes.append(block_hash(relation))
-        intake.names[normalize_key_text(relation.name)] += 1
+        name = normalize_key_text(relation.name)
+        intake.names[name] += 1
+        ends = (relation.source_entity_id, relation.target_entity_id)
+        intake.key_hashes.append(_hash63((*ends, name, normalize_key_text(relation.type))))
         entities, names = intake.entity_numbers, intake.name_numbers
         intake.ends.append(entities.setdefault(relation.source_entity_id, len(entities)))
         intake.ends.append(entities.setdefault(relation.target_entity_id, len(entities)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -31,6 +31,7 @@ from relmerge.chunk import (
 )
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
+from relmerge.decide.retry import UNAVAILABLE
 from relmerge.engines.figures import EngineFigures
 from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, InputError
@@ -40,10 +41,11 @@ from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress
+from relmerge.progress import NoProgress, Progress, ProgressModel, as_progress, input_size
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
+from relmerge.providers.breaker import CircuitBreakerModel
 from relmerge.providers.cached import CachingModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.limits import BudgetModel
@@ -105,6 +107,7 @@ class RunOutput:
     result: dict[str, Any]
     rejected: list[Rejected] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
+    log_keys: list[str] = field(default_factory=list)  # the logs' store keys, as written
 
     def __repr__(self) -> str:  # the full repr of a large run costs seconds
         return f"RunOutput({len(self.relations)} relations, {len(self.rejected)} rejected)"
@@ -240,6 +243,50 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
     )
 
 
+class _Phases(NoProgress):
+    """The run's progress as the chunks report it: each phase is shown from its first
+    news (whatever the chunk, wherever it is worked) to its end, starting from the total
+    known for it."""
+
+    def __init__(self, progress: Progress, totals: Mapping[str, int]) -> None:
+        self.progress = progress
+        self.totals = dict(totals)
+        self.started: list[str] = []
+
+    def _begin(self, phase: str) -> None:
+        if phase not in self.started:
+            self.started.append(phase)
+            self.progress.start(phase, self.totals.get(phase, 0))
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        self._begin(stage)
+        self.progress.advance(stage, amount)
+
+    def add_total(self, stage: str, amount: int) -> None:
+        self._begin(stage)
+        self.progress.add_total(stage, amount)
+
+    def count(self, stage: str, name: str, amount: int = 1) -> None:
+        self._begin(stage)
+        self.progress.count(stage, name, amount)
+
+    def end(self, *phases: str) -> None:
+        for phase in phases:
+            if phase in self.started:
+                self.started.remove(phase)
+                self.progress.finish(phase)
+
+
+def final_decision_lines(
+    lines: Iterable[dict[str, Any]], final_of: Mapping[str, str]
+) -> Iterator[dict[str, Any]]:
+    """Decision lines whose ``output_ids`` are the final outputs of their members: an id
+    a stage gave an intermediate merge (merged again later) is never logged."""
+    for line in lines:
+        finals = (final_of.get(member) for member in line["member_ids"])
+        yield {**line, "output_ids": list(dict.fromkeys(f for f in finals if f is not None))}
+
+
 @dataclass
 class _Logs:
     """The run's logs, written chunk by chunk to temporary files (see ``io.spool``)."""
@@ -265,6 +312,34 @@ def _check_intake(intake: Intake, config: DeduplicateRelationsConfig) -> None:
         )
 
 
+def _read(
+    raws: Iterable[RawRecord],
+    mapping: dict[str, str],
+    config: DeduplicateRelationsConfig,
+    progress: Progress,
+) -> Intake:
+    """Take the input in, counted in bytes where it says how much of it is read."""
+    phase, total = input_size(raws)
+    progress.start(phase, total)
+    if phase == "read":
+        done = 0
+
+        def on_read(records: int) -> None:
+            nonlocal done
+            now = int(getattr(raws, "bytes_read", done))
+            progress.advance("read", now - done)
+            done = now
+
+    else:
+
+        def on_read(records: int) -> None:
+            progress.advance("load", records)
+
+    intake = take_in(raws, mapping, config.records_per_chunk, on_read)
+    progress.finish(phase)
+    return intake
+
+
 async def run_pipeline(
     raws: Iterable[RawRecord],
     entity_id_mapping: Any,
@@ -278,6 +353,8 @@ async def run_pipeline(
     before_work: Callable[[], Awaitable[None]] | None = None,
     cache: RunCache | None = None,
     engine: ChunkEngine | None = None,
+    log_prefix: str = "",
+    preflight_requests: int = 0,
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -289,19 +366,21 @@ async def run_pipeline(
     earlier one) is answered from it, not sent again. ``engine`` works the chunks
     (default: in this process; ``engines.ray_engine.RayEngine``: on Ray workers). A batch
     larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
+    The logs (``decisions_key``, ``clarifications_key``, ``rejected_key``) are written under
+    ``log_prefix`` (the step: a prefix naming the run), at the store's root without one.
+    ``preflight_requests``: the requests the caller's preflight sent (reported, not
+    spent from the budget). An endpoint that stops answering mid-run opens the circuit
+    breaker (``config.llm_breaker_groups``): the groups left get the issue
+    ``llm_unavailable``, and the run still completes.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
     mapping = validate_entity_mapping(entity_id_mapping)
-    progress = progress or NoProgress()
+    progress = as_progress(progress)
     clock = _Clock()
     meter = CpuMeter(helpers=embedder)
-    progress.start("load", None)
     with meter.stage("load"):
-        intake = take_in(
-            raws, mapping, config.records_per_chunk, lambda n: progress.advance("load", n)
-        )
-    progress.finish("load")
+        intake = _read(raws, mapping, config, progress)
     logs: _Logs | None = None
     try:
         _check_intake(intake, config)
@@ -324,6 +403,8 @@ async def run_pipeline(
             logs,
             clock,
             meter,
+            log_prefix.strip("/"),
+            preflight_requests,
         )
     finally:
         intake.spool.close()
@@ -346,9 +427,24 @@ async def _deduplicate(
     logs: _Logs,
     clock: _Clock,
     meter: CpuMeter,
+    log_prefix: str,
+    preflight_requests: int,
 ) -> RunOutput:
-    budget = BudgetModel(llm, config.max_llm_requests, config.max_tokens)
-    model = AccountingModel(CachingModel(budget, cache) if cache is not None else budget)
+    phases = _Phases(
+        progress,
+        {
+            "exact": intake.exact_group_count(),
+            "embed": len(intake.mapped),
+            "semantic": intake.multi_block_count(),
+        },
+    )
+    sender: LanguageModel = ProgressModel(llm, phases) if llm.available else llm
+    breaker = CircuitBreakerModel(sender, config.llm_breaker_groups)
+    budget = BudgetModel(breaker, config.max_llm_requests, config.max_tokens)
+    model = AccountingModel(
+        CachingModel(budget, cache) if cache is not None else budget,
+        on_invalid=lambda: phases.count("llm", "retried"),
+    )
     semantic_on = config.semantic_merge and embedder is not None
     engine = engine or LocalEngine()
     contexts = canonical_entities(entities, mapping)
@@ -368,8 +464,10 @@ async def _deduplicate(
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
     work = EngineFigures(engine.name)
 
-    async def write(produced: Iterable[tuple[tuple[int, ...], str, bytes]]) -> None:
+    async def write(produced: Iterable[tuple[tuple[int, ...], str, bytes]]) -> dict[str, str]:
+        """Write relations (members, id, JSON); the final output id of each member's id."""
         files = []
+        final_of: dict[str, str] = {}
         for members, relation_id, data in free_merged_ids(produced, intake.ids, taken):
             files.append((relation_key(prefix, relation_id), data))
             firsts.append(members[0])
@@ -377,7 +475,10 @@ async def _deduplicate(
             encoded.append(data)
             for index in members:
                 output_of[index] = relation_id
-        await write_files(store, files, lambda n: progress.advance("write", n))
+                final_of[intake.ids[index]] = relation_id
+        phases.add_total("write", len(files))
+        await write_files(store, files, lambda n: phases.advance("write", n))
+        return final_of
 
     chunks = plan_chunks(intake, config.records_per_chunk)
     settings = ChunkSettings(
@@ -394,11 +495,7 @@ async def _deduplicate(
     # can differ in the last bits with the batch a text shares).
     if isinstance(embedder, CachedEmbedder):
         embedder = embedder.inner
-    run = ChunkRun(settings, model, embedder, progress.advance, meter)
-    progress.start("exact", None)
-    if semantic_on:
-        progress.start("semantic", None)
-    progress.start("write", None)
+    run = ChunkRun(settings, model, embedder, phases, meter)
     needs = None
     if settings.report:
         with clock.timed("embed"), meter.stage("plan"):
@@ -422,13 +519,15 @@ async def _deduplicate(
                     tally.add(done.tally)
                     exact_issues.extend(done.exact_issues)
                     semantic_issues.extend(done.semantic_issues)
-                    logs.exact.extend(done.exact_decisions)
-                    logs.semantic.extend(done.semantic_decisions)
                     logs.clarifications.extend(done.clarifications)
                     if report is not None and done.report is not None:
                         report.add_part(done.report)
                 with clock.timed("write"), meter.stage("write"):
-                    await write(done.outputs)
+                    final_of = await write(done.outputs)
+                with meter.stage("collect"):
+                    logs.exact.extend(final_decision_lines(done.exact_decisions, final_of))
+                    logs.semantic.extend(final_decision_lines(done.semantic_decisions, final_of))
+        phases.end("exact", "embed")
         with clock.timed("write"), meter.stage("write"):
             await write(
                 ((index,), relation.relation_id, relation.to_json())
@@ -438,15 +537,13 @@ async def _deduplicate(
         if report is not None and embedder is not None:
             with clock.timed("semantic"), meter.stage("report"):
                 issues.extend(await report.issues(EngineEmbedder(engine, run, embedder.name)))
+        phases.end("semantic", "llm")
     except BaseException:
         encoded.close()
         raise
     finally:
         if report is not None:
             report.close()
-    progress.finish("exact")
-    if semantic_on:
-        progress.finish("semantic")
 
     order = sorted(range(len(firsts)), key=firsts.__getitem__)  # input order
     keys = [keys_written[i] for i in order]
@@ -458,14 +555,21 @@ async def _deduplicate(
     if not all(output_of):
         raise AssertionError("an input relation has no output")  # an internal bug, never input
     mapping_out = dict(zip(intake.ids, output_of, strict=True))
+    log_keys: list[str] = []
+
+    def log_key(name: str) -> str:
+        log_keys.append(f"{log_prefix}/{name}" if log_prefix else name)
+        return log_keys[-1]
+
     with clock.timed("write"), meter.stage("write"):
         if config.decisions_key:
-            await logs.exact.put(store, config.decisions_key, logs.semantic)
+            await logs.exact.put(store, log_key(config.decisions_key), logs.semantic)
         if config.clarifications_key:
-            await logs.clarifications.put(store, config.clarifications_key)
+            await logs.clarifications.put(store, log_key(config.clarifications_key))
         if config.rejected_key:
-            await store.put(config.rejected_key, jsonl(r.to_dict() for r in intake.rejected))
-    progress.finish("write")
+            rejected = jsonl(r.to_dict() for r in intake.rejected)
+            await store.put(log_key(config.rejected_key), rejected)
+    phases.end("write")
 
     result: dict[str, Any] = {
         "step": STEP_NAME,
@@ -486,6 +590,7 @@ async def _deduplicate(
         "decisions_by_tier": dict(sorted(tally.tiers.items())),
         "embedding_model": embedder.name if semantic_on and embedder is not None else None,
         "llm_model": llm.name,
+        "preflight_requests": preflight_requests,
         "llm_requests": model.stats.requests,
         "llm_failed_requests": model.stats.failed_requests,
         "llm_invalid_answers": model.stats.invalid_answers,
@@ -495,6 +600,12 @@ async def _deduplicate(
             "max_requests": config.max_llm_requests,
             "max_tokens": config.max_tokens,
             "exhausted": budget.exhausted,
+        },
+        "llm_unavailable_group_count": sum(1 for issue in issues if issue.code == UNAVAILABLE),
+        "llm_circuit_breaker": {
+            "after_groups": config.llm_breaker_groups,
+            "open": breaker.open,
+            "refused_requests": breaker.refused,
         },
         "chunk_count": len(chunks),
         "seconds": clock.total(work.wall),
@@ -509,4 +620,5 @@ async def _deduplicate(
         result=result,
         rejected=intake.rejected,
         issues=issues,
+        log_keys=log_keys,
     )

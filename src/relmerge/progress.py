@@ -1,14 +1,50 @@
-"""Progress reporting hooks: the pipeline calls them, the CLI draws them with rich."""
+"""Progress reporting hooks: the pipeline calls them, the CLI draws them.
+
+A run goes through phases, each counted in its own unit, and each knows its total before
+it starts (or, where work is only known as it is found, grows it as it goes):
+
+====================  ========================  ============================================
+phase                 unit                      total
+====================  ========================  ============================================
+``read``              bytes of a local file     the file's size
+``load``              records                   the records of an input read as a list
+``exact``             exact-key groups          distinct (endpoints, name, type) keys
+``embed``             texts                     first the valid records, then corrected
+                                                chunk by chunk to the distinct texts
+``semantic``          blocks of two or more     such blocks (endpoint pairs)
+``llm``               requests answered         requests sent so far (grows as they are)
+``write``             relations written         output relations of the chunks decided
+====================  ========================  ============================================
+
+Nothing here knows where the work runs: the semantic stage reports blocks as an engine
+hands them back, whether decided in this process or by Ray workers, and LLM requests are
+counted where every request passes (the driver's model, :class:`ProgressModel`).
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sized
+from typing import Any, Protocol
+
+from relmerge.errors import ProviderError
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+
+PHASES = ("read", "load", "exact", "embed", "semantic", "llm", "write")
 
 
 class Progress(Protocol):
     def start(self, stage: str, total: int | None) -> None: ...
 
     def advance(self, stage: str, amount: int = 1) -> None: ...
+
+    def add_total(self, stage: str, amount: int) -> None:
+        """The stage's total changes by ``amount`` (more work found, or an estimate
+        corrected; may be negative)."""
+        ...
+
+    def count(self, stage: str, name: str, amount: int = 1) -> None:
+        """A side counter shown with the stage (``retried`` for LLM requests)."""
+        ...
 
     def finish(self, stage: str) -> None: ...
 
@@ -22,5 +58,84 @@ class NoProgress:
     def advance(self, stage: str, amount: int = 1) -> None:
         pass
 
+    def add_total(self, stage: str, amount: int) -> None:
+        pass
+
+    def count(self, stage: str, name: str, amount: int = 1) -> None:
+        pass
+
     def finish(self, stage: str) -> None:
         pass
+
+
+class _Partial(NoProgress):
+    """A progress object written for fewer hooks (``start`` / ``advance`` / ``finish``):
+    the hooks it has are called, the others do nothing."""
+
+    def __init__(self, inner: object) -> None:
+        self._inner = inner
+
+    def start(self, stage: str, total: int | None) -> None:
+        getattr(self._inner, "start", super().start)(stage, total)
+
+    def advance(self, stage: str, amount: int = 1) -> None:
+        getattr(self._inner, "advance", super().advance)(stage, amount)
+
+    def add_total(self, stage: str, amount: int) -> None:
+        getattr(self._inner, "add_total", super().add_total)(stage, amount)
+
+    def count(self, stage: str, name: str, amount: int = 1) -> None:
+        getattr(self._inner, "count", super().count)(stage, name, amount)
+
+    def finish(self, stage: str) -> None:
+        getattr(self._inner, "finish", super().finish)(stage)
+
+
+def as_progress(progress: object | None) -> Progress:
+    """``progress`` as a full :class:`Progress` (None: report nothing)."""
+    if progress is None:
+        return NoProgress()
+    hooks = ("start", "advance", "add_total", "count", "finish")
+    if all(callable(getattr(progress, hook, None)) for hook in hooks):
+        return progress  # type: ignore[return-value]
+    return _Partial(progress)
+
+
+class ProgressModel:
+    """Wraps the model that sends requests: each request grows the ``llm`` total when it
+    is sent and advances it when answered; HTTP retries count as ``retried``."""
+
+    def __init__(self, inner: LanguageModel, progress: Progress) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.available = inner.available
+        self.progress = progress
+
+    def __getattr__(self, name: str) -> Any:  # cache_identity and the like
+        return getattr(self.inner, name)
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        self.progress.add_total("llm", 1)
+        try:
+            result = await self.inner.invoke(request)
+        except ProviderError as error:
+            self.progress.count("llm", "retried", max(0, error.attempts - 1))
+            self.progress.count("llm", "failed")
+            self.progress.advance("llm")
+            raise
+        self.progress.count("llm", "retried", max(0, result.attempts - 1))
+        self.progress.advance("llm")
+        return result
+
+
+def input_size(raws: object) -> tuple[str, int | None]:
+    """How reading the input is counted: ("read", its bytes) for an input that says how
+    much of it is read (``total_bytes`` / ``bytes_read``: a local file), else ("load",
+    its records when known)."""
+    total = getattr(raws, "total_bytes", None)
+    if isinstance(total, int) and hasattr(raws, "bytes_read"):
+        return "read", total
+    records = getattr(raws, "total_records", None)
+    if isinstance(records, int):
+        return "load", records
+    return "load", len(raws) if isinstance(raws, Sized) else None

@@ -12,14 +12,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import StepContext
+from relmerge.decide import rules_fingerprint
 from relmerge.errors import InputError
 from relmerge.io.load import entity_from_dict, read_store_keys
+from relmerge.io.outdir import Fingerprint
+from relmerge.io.records import RawRecord
 from relmerge.model import STEP_NAME
 from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.progress import Progress
@@ -27,6 +31,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.preflight import preflight
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
@@ -43,8 +48,44 @@ class StepRequirements:
 
 @dataclass(frozen=True)
 class StepCapabilities:
+    """``produces``: the artifacts set; ``writes``: every store key the step writes, as
+    templates (``{relation_id}``, ``{fingerprint}`` stand for values known when it runs)."""
+
     produces: tuple[str, ...]
     writes: tuple[str, ...]
+
+
+# Settings that change how a run goes or where its logs go, not what it outputs.
+_NOT_IN_FINGERPRINT = {"concurrency", "logs_prefix"}
+
+
+def run_fingerprint(
+    raws: Iterable[RawRecord],
+    mapping: Any,
+    config: DeduplicateRelationsConfig,
+    llm: LanguageModel,
+    embedder: EmbeddingModel | None,
+    entities: Sequence[EntityContext],
+) -> str:
+    """sha256 of what determines a step run's outputs: the input records, the entity
+    mapping and entities, the settings, the models' names and the decision rules."""
+    hashed = Fingerprint()
+    for _ in hashed.records(raws):
+        pass
+    return hashed.hexdigest(
+        rules_fingerprint(),
+        mapping,
+        config.model_dump(mode="json", exclude=_NOT_IN_FINGERPRINT),
+        llm.name,
+        embedder.name if embedder is not None else None,
+        [entity.__dict__ for entity in entities],
+    )
+
+
+def log_names(config: DeduplicateRelationsConfig) -> list[str]:
+    """The logs a run writes: decisions, clarifications, rejected records (those not off)."""
+    names = (config.decisions_key, config.clarifications_key, config.rejected_key)
+    return [name for name in names if name]
 
 
 class DeduplicateRelations:
@@ -53,12 +94,22 @@ class DeduplicateRelations:
     name = STEP_NAME
 
     def __init__(
-        self, config: DeduplicateRelationsConfig | None = None, cache: RunCache | None = None
+        self,
+        config: DeduplicateRelationsConfig | None = None,
+        cache: RunCache | None = None,
+        *,
+        preflight: bool = True,
     ) -> None:
         """``cache`` (e.g. ``RunCache(Path("relmerge-cache.sqlite"))``) keeps LLM answers and
-        embeddings across runs: a re-run of the same batch asks the LLM nothing."""
+        embeddings across runs: a re-run of the same batch asks the LLM nothing.
+
+        With ``preflight`` (the default), a run first sends one minimal request to each
+        model endpoint that can be checked (``OpenAICompatibleModel``, ``OpenAIEmbedder``)
+        and raises its :class:`~relmerge.errors.ProviderError` before anything is read or
+        written when one is not there or is not an LLM."""
         self.config = config or DeduplicateRelationsConfig()
         self.cache = cache
+        self.preflight = preflight
 
     @property
     def requirements(self) -> StepRequirements:
@@ -72,12 +123,25 @@ class DeduplicateRelations:
 
     @property
     def capabilities(self) -> StepCapabilities:
-        writes = [f"{self.config.deduplicated_relations_prefix}/{{relation_id}}.json"]
-        writes += [key for key in (self.config.decisions_key, self.config.rejected_key) if key]
-        return StepCapabilities((RESULT_ARTIFACT, KEYS_ARTIFACT, MAPPING_ARTIFACT), tuple(writes))
+        return StepCapabilities((RESULT_ARTIFACT, KEYS_ARTIFACT, MAPPING_ARTIFACT), self.writes)
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """Every store key the step writes, as templates: the relation files, then the logs
+        under ``{logs_prefix}/{fingerprint}/`` (the run's fingerprint, ``result["fingerprint"]``
+        and the first 16 hex digits in the key)."""
+        run = f"{self.config.logs_prefix}/{{fingerprint}}"
+        return (
+            f"{self.config.deduplicated_relations_prefix}/{{relation_id}}.json",
+            *(f"{run}/{name}" for name in log_names(self.config)),
+        )
 
     async def run(self, context: StepContext, progress: Progress | None = None) -> RunOutput:
-        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts."""
+        """Read ``relation_keys`` (+ entity mapping), deduplicate, write, set artifacts.
+
+        An endpoint that stops answering mid-run does not raise: the groups it left keep
+        their records, with the issue ``llm_unavailable`` in the result (counted in
+        ``llm_unavailable_group_count``); running the step again asks them."""
         store = context.get_component("stores.objects")
         if not isinstance(store, ObjectStore):
             raise InputError("component 'stores.objects' is missing or is not an object store")
@@ -86,47 +150,103 @@ class DeduplicateRelations:
         if self.config.semantic_merge:
             embedder = context.get_component("models.embedding")
             if not isinstance(embedder, EmbeddingModel):
+                heta = " (a heta-framework embedder: see relmerge.integrations.heta)"
                 raise InputError(
-                    "component 'models.embedding' is missing or has no embed(texts); "
+                    "component 'models.embedding' is missing or has no name and "
+                    f"embed(texts){heta if hasattr(embedder, 'model_name') else ''}; "
                     "semantic_merge=True needs it (or set semantic_merge=False)"
                 )
         if not isinstance(llm, LanguageModel):
-            raise InputError("component 'models.language' does not implement invoke(request)")
-        keys = self._artifact(context, self.config.relation_keys_artifact)
-        if not isinstance(keys, list | tuple):
-            raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
+            raise InputError(not_a_language_model(llm))
+        keys = required_artifact(context, self.config.relation_keys_artifact)
         mapping: Any = None
         if self.config.entity_id_mapping_artifact is not None:
-            mapping = self._artifact(context, self.config.entity_id_mapping_artifact)
-        entities = self._entities(context)
-        raws = await read_store_keys(store, list(keys))
-        if embedder is not None and self.cache is not None:
-            embedder = CachedEmbedder(PersistentEmbedder(embedder, self.cache))
-        output = await run_pipeline(
-            raws, mapping, self.config, llm, store, progress, embedder, entities, cache=self.cache
+            mapping = required_artifact(context, self.config.entity_id_mapping_artifact)
+        output = await self.deduplicate(
+            store, keys, mapping, llm, embedder, entities_artifact(context), progress
         )
         context.set_artifact(RESULT_ARTIFACT, output.result)
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)
         context.set_artifact(MAPPING_ARTIFACT, output.relation_id_mapping)
         return output
 
-    @staticmethod
-    def _entities(context: StepContext) -> list[EntityContext]:
-        """Optional ``entities`` artifact: a list of {entity_id, name, type, profile}."""
-        try:
-            raw = context.get_artifact(ENTITIES_ARTIFACT)
-        except KeyError:
-            return []
-        if raw is None:
-            return []
-        if not isinstance(raw, list | tuple):
-            raise InputError(f"artifact {ENTITIES_ARTIFACT!r} must be a list of entities")
-        return [entity_from_dict(item, f"entities[{i}]") for i, item in enumerate(raw)]
+    async def deduplicate(
+        self,
+        store: ObjectStore,
+        keys: Any,
+        mapping: Any,
+        llm: LanguageModel,
+        embedder: EmbeddingModel | None = None,
+        entities: Sequence[EntityContext] = (),
+        progress: Progress | None = None,
+    ) -> RunOutput:
+        """The step's work once its components and artifacts are known: read ``keys``,
+        deduplicate, write the relation files and, under a prefix naming the run, the logs.
 
-    @staticmethod
-    def _artifact(context: StepContext, key: str) -> Any:
-        try:
-            return context.get_artifact(key)
-        except KeyError:
-            hint = " (or set entity_id_mapping_artifact=None)" if "mapping" in key else ""
-            raise InputError(f"the context has no artifact {key!r}{hint}") from None
+        ``result`` gains ``fingerprint`` and ``log_keys`` (the logs' keys, as written).
+        """
+        if not isinstance(keys, list | tuple):
+            raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
+        checked = 0
+        if self.preflight:  # before anything is read or written
+            checked = await preflight(llm)
+            if embedder is not None:
+                checked += await preflight(embedder)
+        raws = await read_store_keys(store, list(keys))
+        fingerprint = run_fingerprint(raws, mapping, self.config, llm, embedder, entities)
+        if embedder is not None and self.cache is not None:
+            embedder = CachedEmbedder(PersistentEmbedder(embedder, self.cache))
+        output = await run_pipeline(
+            raws,
+            mapping,
+            self.config,
+            llm,
+            store,
+            progress,
+            embedder,
+            entities,
+            cache=self.cache,
+            log_prefix=f"{self.config.logs_prefix}/{fingerprint[:16]}",
+            preflight_requests=checked,
+        )
+        output.result["fingerprint"] = fingerprint
+        output.result["log_keys"] = list(output.log_keys)
+        return output
+
+
+def entities_artifact(context: StepContext) -> list[EntityContext]:
+    """The optional ``entities`` artifact: a list of {entity_id, name, type, profile}."""
+    try:
+        raw = context.get_artifact(ENTITIES_ARTIFACT)
+    except KeyError:
+        return []
+    if raw is None:
+        return []
+    if not isinstance(raw, list | tuple):
+        raise InputError(f"artifact {ENTITIES_ARTIFACT!r} must be a list of entities")
+    return [entity_from_dict(item, f"entities[{i}]") for i, item in enumerate(raw)]
+
+
+def required_artifact(context: StepContext, key: str) -> Any:
+    """An artifact the step needs, or a one-line :class:`InputError` naming it."""
+    try:
+        return context.get_artifact(key)
+    except KeyError:
+        hint = " (or set entity_id_mapping_artifact=None)" if "mapping" in key else ""
+        raise InputError(f"the context has no artifact {key!r}{hint}") from None
+
+
+def not_a_language_model(component: object) -> str:
+    """Why ``component`` cannot be the language model, and what to do about it."""
+    if callable(getattr(component, "invoke", None)) and hasattr(component, "model_name"):
+        return (
+            "component 'models.language' looks like a heta-framework model (invoke takes a "
+            "ModelRequest): in a heta-framework recipe use "
+            "relmerge.integrations.heta.DeduplicateRelations (pip install 'relmerge[heta]'), "
+            "which adapts it"
+        )
+    return (
+        "component 'models.language' is not a relmerge language model (a name, an "
+        "available flag and async invoke(LLMRequest) -> LLMResult); "
+        f"got {type(component).__name__}"
+    )

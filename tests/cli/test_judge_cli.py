@@ -78,9 +78,12 @@ def test_llm_sees_the_profiles_from_the_entities_file(tmp_path: Path) -> None:
             "m",
             "--json",
         )
-        prompt = server.requests[0]["messages"][1]["content"] if server.requests else ""
+        asked = server.group_requests
+        prompt = asked[0]["messages"][1]["content"] if asked else ""
+        checked = server.preflight_count
     assert code == 0, text
     verdict = orjson.loads(text)
+    assert verdict["preflight_requests"] == checked == 1
     assert (verdict["decision"], verdict["tier"], verdict["matched_relation_id"]) == (
         "merge",
         "llm",

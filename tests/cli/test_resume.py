@@ -1,7 +1,9 @@
-"""Cache and resume through the real CLI: re-runs cost nothing, killed runs resume.
+"""Cache and resume through the real CLI: re-runs cost nothing, killed and interrupted
+runs resume.
 
 The judge is the gold judge behind the loopback HTTP server; runs are real processes on a
-real disk, and the kills are SIGKILL, so nothing gets a chance to clean up.
+real disk. The kills are SIGKILL, so nothing gets a chance to clean up; the interrupts are
+SIGINT (Ctrl-C) and SIGTERM, which relmerge answers by stopping and saying how to resume.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
+from relmerge.cli.interrupt import RESUME_HINT
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
@@ -68,16 +71,20 @@ def test_a_rerun_into_the_same_out_sends_nothing_and_writes_the_same(
     judge_server: LLMServer, reference: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    before = len(judge_server.requests)
+    before = len(judge_server.group_requests)
     assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
     first = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
-    sent = len(judge_server.requests) - before
+    sent = len(judge_server.group_requests) - before
     assert first["llm_requests"] == sent > 0
     assert outputs(out) == outputs(reference)
 
+    checks = judge_server.preflight_count
     assert CliRunner().invoke(main, run_args(out, judge_server.base_url)).exit_code == 0
     second = check_outputs(out, DEV / "relations.jsonl")
-    assert len(judge_server.requests) - before == sent  # not one more request
+    assert len(judge_server.group_requests) - before == sent  # not one more question
+    # Every run checks its endpoint first, even one whose answers are all cached.
+    assert judge_server.preflight_count == checks + 1
+    assert second["preflight_requests"] == 1
     assert second["llm_requests"] == 0
     assert second["llm_cache_hits"] == sent
     assert outputs(out) == outputs(reference)
@@ -90,9 +97,9 @@ def test_a_shared_cache_serves_another_output_directory(
     first, second = tmp_path / "a", tmp_path / "b"
     args = ("--cache", str(cache))
     assert CliRunner().invoke(main, run_args(first, judge_server.base_url, *args)).exit_code == 0
-    before = len(judge_server.requests)
+    before = len(judge_server.group_requests)
     assert CliRunner().invoke(main, run_args(second, judge_server.base_url, *args)).exit_code == 0
-    assert len(judge_server.requests) == before
+    assert len(judge_server.group_requests) == before
     assert outputs(second) == outputs(reference)
     assert not (second / ".relmerge" / "cache.sqlite").exists()
 
@@ -116,24 +123,30 @@ def _spawn(args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
-    """SIGKILL ``process`` as soon as ``ready()``; False if it finished first."""
+def _signal_when(process: subprocess.Popen[bytes], ready: Callable[[], bool], signum: int) -> bool:
+    """Send ``signum`` to ``process`` as soon as ``ready()``; False if it finished first."""
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
         if ready():
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+            process.send_signal(signum)
             return True
         time.sleep(0.005)
-    process.wait()
     return False
 
 
+def _kill_when(process: subprocess.Popen[bytes], ready: Callable[[], bool]) -> bool:
+    """SIGKILL ``process`` as soon as ``ready()``; False if it finished first."""
+    killed = _signal_when(process, ready, signal.SIGKILL)
+    process.wait()
+    return killed
+
+
 KILL_POINTS: dict[str, Callable[[LLMServer, int, Path], bool]] = {
-    # Before any answer, during the exact stage, deep in the semantic stage, while writing.
-    "first request": lambda server, start, out: len(server.requests) > start,
-    "a few answers": lambda server, start, out: len(server.requests) >= start + 5,
-    "most answers": lambda server, start, out: len(server.requests) >= start + 40,
+    # Before any answer, during the exact stage, deep in the semantic stage, while writing
+    # (counting the questions of the groups, not the endpoint check before the run).
+    "first request": lambda server, start, out: len(server.group_requests) > start,
+    "a few answers": lambda server, start, out: len(server.group_requests) >= start + 5,
+    "most answers": lambda server, start, out: len(server.group_requests) >= start + 40,
     "writing relations": lambda server, start, out: any(
         (out / "deduplicated_relations").glob("*.json")
     ),
@@ -146,33 +159,73 @@ def test_a_killed_run_resumes_to_the_same_outputs_without_repeating_answers(
 ) -> None:
     out = tmp_path / "out"
     args = run_args(out, judge_server.base_url)
-    start = len(judge_server.requests)
+    start = len(judge_server.group_requests)
     killed = _kill_when(_spawn(args), lambda: KILL_POINTS[point](judge_server, start, out))
     assert killed, f"the run finished before the kill point {point!r}"
-    asked_before = {body_key(body) for body in judge_server.requests[start:]}
+    asked_before = {body_key(body) for body in judge_server.group_requests[start:]}
     # A killed run never looks complete.
     assert not (out / "deduplicate_relations_result.json").exists()
 
-    resumed_from = len(judge_server.requests)
+    resumed_from = len(judge_server.group_requests)
     process = _spawn(args)
     _, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr.decode()
     assert outputs(out) == outputs(reference)
     check_outputs(out, DEV / "relations.jsonl")
     repeated = [
-        body for body in judge_server.requests[resumed_from:] if body_key(body) in asked_before
+        body
+        for body in judge_server.group_requests[resumed_from:]
+        if body_key(body) in asked_before
     ]
     # Only the requests in flight at the kill (at most --concurrency 2) are asked again.
     assert len(repeated) <= 2
+
+
+@pytest.mark.parametrize(
+    ("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+)
+def test_an_interrupted_run_stops_says_how_to_resume_and_resumes_to_the_same_outputs(
+    signum: int, status: int, judge_server: LLMServer, reference: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    args = run_args(out, judge_server.base_url)
+    start = len(judge_server.group_requests)
+    process = _spawn(args)
+    signalled = _signal_when(process, lambda: len(judge_server.group_requests) >= start + 5, signum)
+    at_signal = len(judge_server.group_requests)
+    _, stderr = process.communicate(timeout=120)
+    assert signalled, "the run finished before it could be interrupted"
+    message = stderr.decode()
+    assert process.returncode == status, message
+    assert message.strip().splitlines()[-1] == RESUME_HINT
+    assert "Traceback" not in message and "Aborted" not in message
+    # It stopped sending: at most the requests already on their way (--concurrency 2).
+    assert len(judge_server.group_requests) - at_signal <= 2
+    # The output is marked incomplete; the answers received are in the cache.
+    assert not (out / "deduplicate_relations_result.json").exists()
+    asked_before = {body_key(body) for body in judge_server.group_requests[start:]}
+
+    resumed_from = len(judge_server.group_requests)
+    resumed = _spawn(args)
+    _, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr.decode()
+    assert outputs(out) == outputs(reference)
+    check_outputs(out, DEV / "relations.jsonl")
+    repeated = [
+        body
+        for body in judge_server.group_requests[resumed_from:]
+        if body_key(body) in asked_before
+    ]
+    assert len(repeated) <= 2  # only what was in flight when the signal came
 
 
 def test_a_killed_run_is_not_mixed_with_a_run_of_other_inputs(
     judge_server: LLMServer, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    start = len(judge_server.requests)
+    start = len(judge_server.group_requests)
     process = _spawn(run_args(out, judge_server.base_url))
-    assert _kill_when(process, lambda: len(judge_server.requests) >= start + 3)
+    assert _kill_when(process, lambda: len(judge_server.group_requests) >= start + 3)
     other = run_args(out, judge_server.base_url, "--no-semantic")
     refused = CliRunner().invoke(main, other)
     assert refused.exit_code == 2

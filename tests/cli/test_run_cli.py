@@ -200,10 +200,12 @@ def test_dev_set_with_loopback_llm_that_answers_from_gold(tmp_path: Path) -> Non
             "--response-format",
             "json_object",
         )
-        sent = len(server.requests)
+        sent = len(server.group_requests)
+        checked = server.preflight_count
     assert code == 0, text
     result = check_outputs(out, DEV / "relations.jsonl")
     assert result["llm_requests"] == sent == 14  # one request per exact-key group to decide
+    assert result["preflight_requests"] == checked == 1  # the endpoint check, counted apart
     assert result["failed_group_count"] == 0
     mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
     from relmerge.eval.metrics import evaluate
@@ -241,10 +243,12 @@ def test_dev_set_semantic_against_gold_judge_on_loopback(tmp_path: Path) -> None
             "--llm-model",
             "gold",
         )
-        sent = len(server.requests)
+        sent = len(server.group_requests)
+        checked = server.preflight_count
     assert code == 0, text
     result = check_outputs(out, DEV / "relations.jsonl")
     assert result["llm_requests"] == sent
+    assert result["preflight_requests"] == checked == 1
     assert sent <= 0.25 * 506
     mapping = orjson.loads((out / "relation_id_mapping.json").read_bytes())
     report = evaluate(mapping, gold)

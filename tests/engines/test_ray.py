@@ -128,6 +128,47 @@ async def test_an_endpoint_that_cannot_work_stops_the_run_as_locally() -> None:
         await _run(Broken(), RayEngine())
 
 
+class Unreachable:
+    """An endpoint that never answers: every request fails in transport, at once."""
+
+    name = "unreachable"
+    available = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        self.calls += 1
+        raise ProviderError("connection refused", retryable=True, transport=True)
+
+
+@needs_dev
+@pytest.mark.parametrize("engine", ["local", "ray"])
+async def test_the_circuit_breaker_stops_the_sending_on_both_engines(engine: str) -> None:
+    """Questions from Ray workers reach the driver's breaker as a local run's do: after
+    five unanswered questions nothing more is sent, and the run completes with the rules'
+    decisions and one ``llm_unavailable`` issue per group left."""
+    model = Unreachable()
+    output, store = await _run(model, LocalEngine() if engine == "local" else RayEngine())
+    result = output.result
+    assert result["llm_circuit_breaker"]["open"] is True
+    config = DeduplicateRelationsConfig()
+    # The tripping questions and those in flight (per Ray worker) when it opened.
+    in_flight = config.concurrency * (2 if engine == "ray" else 1)
+    assert model.calls <= config.max_attempts * (5 + in_flight)
+    unavailable = [i for i in result["issues"] if i["code"] == "llm_unavailable"]
+    assert len(unavailable) == result["llm_unavailable_group_count"] == result["failed_group_count"]
+    assert model.calls < config.max_attempts * len(unavailable)  # most were never asked
+    rules, rules_store = await _run(NoLanguageModel(), LocalEngine())
+    assert output.relation_id_mapping == rules.relation_id_mapping
+
+    def asked(written: MemoryStore) -> set[str]:
+        lines = written.objects["clarifications.jsonl"].splitlines()
+        return {orjson.loads(line)["id"] for line in lines}
+
+    assert asked(store) == asked(rules_store) != set()  # the questions of a run without one
+
+
 @needs_dev
 def test_cli_engine_ray_writes_the_local_outputs(tmp_path: Path) -> None:
     outputs: dict[str, Any] = {}

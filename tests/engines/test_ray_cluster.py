@@ -64,12 +64,13 @@ def test_two_nodes_write_the_local_outputs(cluster: RayCluster, tmp_path: Path) 
     config.write_text("records_per_chunk = 120\n")  # several chunks: both nodes get work
     with LLMServer(handler=gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))) as server:
         local = _run(tmp_path / "local", server.base_url, config)
-        local_requests = len(server.requests)
+        local_requests = len(server.group_requests)
         distributed = _run(
             tmp_path / "ray", server.base_url, config, "--engine", "ray",
             "--ray-address", cluster.address,
         )  # fmt: skip
-        ray_requests = len(server.requests) - local_requests
+        ray_requests = len(server.group_requests) - local_requests
+        preflights = len(server.requests) - len(server.group_requests)
 
     assert _files(tmp_path / "local") == _files(tmp_path / "ray")
     engine = distributed.pop("engine")
@@ -87,3 +88,4 @@ def test_two_nodes_write_the_local_outputs(cluster: RayCluster, tmp_path: Path) 
     assert local_engine["worker_cpu_s"] == 0 and local_engine["nodes"] == []
     # Every request the server saw was sent and counted by the driver's model.
     assert ray_requests == distributed["llm_requests"] == local_requests
+    assert preflights == local["preflight_requests"] + distributed["preflight_requests"] == 2

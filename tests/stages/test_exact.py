@@ -13,7 +13,7 @@ from relmerge.ids import dedup_chunk_id, merged_relation_id
 from relmerge.model import ExtractedRelation
 from relmerge.providers.base import LLMRequest
 from relmerge.providers.fake import ScriptedLLM, merge_all, request_records
-from tests.factories import merge_answer, record, run_step
+from tests.factories import merge_answer, record, run_step, step_log
 
 
 def _ids(request: LLMRequest) -> list[str]:
@@ -133,7 +133,7 @@ async def test_without_llm_different_descriptions_stay_apart() -> None:
     assert output.relation_id_mapping == {"b1": "b1", "b2": "b2"}
     assert output.result["llm_needed_group_count"] == 1
     assert output.result["llm_requests"] == 0
-    decisions = [orjson.loads(line) for line in store.objects["decisions.jsonl"].splitlines()]
+    decisions = [orjson.loads(line) for line in step_log(store, "decisions.jsonl").splitlines()]
     assert decisions[0]["verdict"] == "llm_needed" and decisions[0]["member_ids"] == ["b1", "b2"]
 
 
@@ -356,7 +356,7 @@ async def test_decision_log_has_the_documented_keys() -> None:
         record("r3", description="other"),
     ]
     _, _, store = await run_step(records, ScriptedLLM(merge_all))
-    lines = [orjson.loads(line) for line in store.objects["decisions.jsonl"].splitlines()]
+    lines = [orjson.loads(line) for line in step_log(store, "decisions.jsonl").splitlines()]
     assert [(d["tier"], d["verdict"]) for d in lines] == [("identical", "merge"), ("llm", "merge")]
     for decision in lines:
         assert {"member_ids", "stage", "tier", "verdict", "scores", "model", "cached"} <= set(

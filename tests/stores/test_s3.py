@@ -269,11 +269,12 @@ def test_rerun_into_s3_sends_no_llm_request(s3_bucket: Bucket) -> None:
         ]
         code, text = _run(*args)
         assert code == 0, text
-        asked = len(server.requests)
+        asked = len(server.group_requests)
         assert asked > 0  # the sample has exact-key groups that need the LLM
         code, text = _run(*args)
         assert code == 0, text
-        assert len(server.requests) == asked
+        assert len(server.group_requests) == asked  # only the endpoint check again
+        assert server.preflight_count == 2
     result = orjson.loads(
         asyncio.run(FsspecStore(s3_bucket.url("out")).get("deduplicate_relations_result.json"))
     )

@@ -138,9 +138,9 @@ class FaultyHandler:
 
         Per question, in order: an HTTP fault is retried by the provider up to
         ``max_retries`` times (one more makes the attempt fail); garbage fails an attempt;
-        ``max_attempts`` failed attempts fail the question; a good answer ends it. A
-        question asked again later (the semantic stage asks a failed block once more)
-        counts by its last outcome. With an inner handler that always answers validly,
+        ``max_attempts`` failed attempts fail the question, wherever they were sent (the
+        semantic stage keeps a block's last attempt for a re-ask in a later round); a good
+        answer ends it. With an inner handler that always answers validly,
         this is how many groups must fail.
         """
         with self._lock:
@@ -309,14 +309,16 @@ async def run_through_server(
         return FaultRun(output, store, server.requests)
 
 
-async def run_without_llm(dev: DevSet, *, semantic: bool = True) -> RunOutput:
+async def run_without_llm(
+    dev: DevSet, *, semantic: bool = True, store: MemoryStore | None = None
+) -> RunOutput:
     """The rules-only run: what a run keeps when every LLM question fails."""
     return await run_pipeline(
         dev.raws,
         dev.entity_mapping,
         DeduplicateRelationsConfig(semantic_merge=semantic),
         NoLanguageModel(),
-        MemoryStore(),
+        store if store is not None else MemoryStore(),
         embedder=CachedEmbedder(HashEmbedder()),
         entities=dev.entities,
     )

@@ -10,8 +10,12 @@ through the real SDK and HTTP stack. Answers are scripted::
         assert len(server.requests) == 2
 
 Queued replies are used first, in order; when the queue is empty, ``handler(body)`` answers.
-Every chat request is recorded: ``requests`` holds the JSON bodies and ``headers`` the
-matching headers (lower-cased names). ``received`` records every HTTP request, any path.
+relmerge's preflight request (one short message, ``max_tokens`` 1) is answered by
+``preflight`` (a one-token completion, as any chat server gives) before the queue or the
+handler see it; ``preflight=None`` leaves it to them. Every chat request is recorded:
+``requests`` holds the JSON bodies (``group_requests`` those that are not the preflight)
+and ``headers`` the matching headers (lower-cased names). ``received`` records every HTTP
+request, any path.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -53,6 +58,20 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str = "stop"  # "length": the answer was cut at max_tokens
+
+
+PREFLIGHT_OK = Reply(content="OK", finish_reason="length", completion_tokens=1)
+
+
+def is_preflight(body: Any) -> bool:
+    """Whether a chat body is relmerge's preflight request."""
+    from relmerge.providers.preflight import PREFLIGHT_MESSAGE
+
+    return (
+        isinstance(body, dict)
+        and body.get("max_tokens") == 1
+        and body.get("messages") == [{"role": "user", "content": PREFLIGHT_MESSAGE}]
+    )
 
 
 def json_reply(value: Any, **options: Any) -> Reply:
@@ -196,6 +215,12 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128
     owner: LLMServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a killed or interrupted run) is no error of the server."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _RequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -280,9 +305,16 @@ class _RequestHandler(BaseHTTPRequestHandler):
 class LLMServer:
     """A started-on-demand fake OpenAI-compatible server; use as a context manager."""
 
-    def __init__(self, handler: Handler | None = None, *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        *,
+        host: str = "127.0.0.1",
+        preflight: Reply | None = PREFLIGHT_OK,
+    ) -> None:
         self.handler: Handler = handler or no_script_handler
         self.host = host
+        self.preflight = preflight
         self.errors: list[str] = []
         self._queue: deque[Reply] = deque()
         self._received: list[Received] = []
@@ -375,6 +407,16 @@ class LLMServer:
             return [received.body for received in self._chat]
 
     @property
+    def group_requests(self) -> list[dict[str, Any]]:
+        """The chat bodies received that are not the preflight request, in order."""
+        return [body for body in self.requests if not is_preflight(body)]
+
+    @property
+    def preflight_count(self) -> int:
+        """Preflight requests received."""
+        return sum(1 for body in self.requests if is_preflight(body))
+
+    @property
     def headers(self) -> list[dict[str, str]]:
         """Headers (lower-cased names) of the chat requests, parallel to ``requests``."""
         with self._lock:
@@ -410,6 +452,8 @@ class LLMServer:
             return len(self._chat)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.preflight is not None and is_preflight(body):
+            return self.preflight
         with self._lock:
             queued = self._queue.popleft() if self._queue else None
         return queued if queued is not None else self.handler(body)

@@ -51,7 +51,7 @@ class Imported:
     relations: list[dict[str, Any]]
     entities: list[dict[str, Any]]
     origins: dict[str, int]  # relation id -> index of the original row / edge
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -173,20 +173,6 @@ def layout(imported: Imported, run: RunResult) -> dict[int, list[Piece]]:
         if group[0] == rid:
             unit.append(Piece(rid, run.relations[run.mapping[rid]], tuple(group)))
     return units
-
-
-def check_destination(original: Path, target: Path, overwrite: bool) -> None:
-    """The export never writes into (or under) the original, nor over files unasked."""
-    source_dir = (original if original.is_dir() else original.parent).resolve()
-    resolved = target.resolve()
-    if resolved == source_dir or source_dir in resolved.parents:
-        raise InputError(
-            f"--to {target} is the original folder or inside it: export to another folder"
-        )
-    if target.exists() and not target.is_dir():
-        raise InputError(f"--to {target} exists and is not a folder")
-    if target.is_dir() and any(target.iterdir()) and not overwrite:
-        raise InputError(f"--to {target} is not empty (use --overwrite to write into it)")
 
 
 def copy_others(original: Path, target: Path, skip: Sequence[str]) -> list[str]:

@@ -6,11 +6,15 @@ the pair with ``<SEP>`` (nano-graphrag keeps repeats, LightRAG a sorted set) and
 ``source_id`` joins their chunk ids the same way. Import: one record per description, so
 relmerge can tell repeats and paraphrases (to merge) from distinct facts (to keep); each
 record cites all the edge's chunks, since the merge kept descriptions and chunks as
-unordered sets (which chunk said what is unknown). Export: the same graph, nodes unchanged,
-each edge holding the distinct facts the run kept, joined by ``<SEP>``; an edge the run
-did not change is written back as it was. Names and descriptions quoted by nano-graphrag
-(``"SCROOGE"``) are read without their quotes; entity ids are LightRAG's own
-(``ent-`` + md5 of the node id).
+unordered sets (which chunk said what is unknown), and is named by the edge's whole
+``keywords`` string (LightRAG's label of the relation; "related" where there is none, as
+in nano-graphrag). A name shared by every record of a block is no evidence for the
+decision kernel, so this labels the records without merging them. Export: the same
+graph, nodes unchanged, each edge holding the distinct facts the run kept, joined by
+``<SEP>``; an edge the run did not change is written back as it was; the relation
+stores beside the graph are made to agree with it (``adapters.lightrag_stores``). Names
+and descriptions quoted by nano-graphrag (``"SCROOGE"``) are read without their quotes;
+entity ids are LightRAG's own (``ent-`` + md5 of the node id).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from relmerge.adapters.common import (
     UNKNOWN_DOCUMENT,
     Imported,
     Piece,
-    check_destination,
     copy_others,
     layout,
     md5_hex,
@@ -36,6 +39,8 @@ from relmerge.adapters.common import (
     write_atomic,
 )
 from relmerge.adapters.graphml import Edge, GraphmlDocument, read_graphml
+from relmerge.adapters.lightrag_stores import EdgeChanges, pair_of, rebuild_hint, update_stores
+from relmerge.adapters.staging import check_destination, staged_folder
 from relmerge.errors import InputError
 
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
@@ -102,6 +107,7 @@ def _convert(
         multi += len(fragments) > 1
         chunks = [part.strip() for part in split_field(edge.data.get("source_id", ""))]
         chunk = chunks[0] if chunks else None
+        label = strip_quotes(edge.data.get("keywords", "")) or NO_LABEL
         edge_id = "rel-" + md5_hex(edge.source + edge.target)
         for index, raw in enumerate(fragments):
             rid = f"{edge_id}-{index}-{md5_hex(raw)[:8]}"
@@ -117,7 +123,7 @@ def _convert(
                     "source_entity_name": strip_quotes(edge.source),
                     "target_entity_name": strip_quotes(edge.target),
                     "type": NO_LABEL,
-                    "name": NO_LABEL,
+                    "name": label,
                     "description": strip_quotes(raw),
                     "attributes": {},
                     "source_chunk_ids": chunks,
@@ -186,14 +192,25 @@ def _rebuild(
     weight = _weight([data["weight"] for data in contributing if "weight" in data])
     if weight is not None:
         document.set_edge_data(edge, "weight", weight)
+    keywords = sorted(
+        {
+            word.strip()
+            for data in contributing
+            for word in data.get("keywords", "").split(",")
+            if word.strip()
+        }
+    )
+    if keywords:  # LightRAG joins the keywords of merged edges so
+        document.set_edge_data(edge, "keywords", ",".join(keywords))
 
 
 def export_lightrag(
     out: Path, original: Path, target: Path, *, overwrite: bool = False
 ) -> dict[str, Any]:
-    """Write the original working folder with the run's deduplicated edges to TARGET."""
+    """Write the original working folder with the run's deduplicated edges to TARGET
+    (whole or not at all: see ``adapters.staging``)."""
     graph, folder = locate(original)
-    check_destination(folder or graph.parent, target, overwrite)
+    check_destination(target, overwrite, folder or graph, out)
     document = read_graphml(graph)
     imported, raws = _convert(document, _documents(folder))
     units = layout(imported, read_run(out))
@@ -201,12 +218,11 @@ def export_lightrag(
     own: dict[int, set[str]] = {}
     for rid, number in imported.origins.items():
         own.setdefault(number, set()).add(rid)
-    changed = removed = fragments_after = 0
+    changes = EdgeChanges()
+    fragments_after = 0
     for number, edge in enumerate(document.edges):
         pieces = units.get(number, [])
         if not pieces:
-            document.remove_edge(edge)  # every record merged into another edge's relation
-            removed += 1
             continue
         fragments_after += len(pieces)
         covered = [m for piece in pieces for m in (piece.members or (piece.relation_id,))]
@@ -214,20 +230,37 @@ def export_lightrag(
             continue
         edges = ordered_union([[imported.origins[m] for m in covered]])
         _rebuild(document, edge, pieces, [before[e] for e in edges], raws)
-        changed += 1
-    copied = copy_others(folder, target, [graph.name]) if folder is not None else []
-    document.write(target / graph.name)
-    summary = {
-        "format": "lightrag",
-        "original": str(original),
-        "run": str(out),
-        "edges_before": len(before),
-        "edges_after": len(before) - removed,
-        "edges_rewritten": changed,
-        "edges_removed": removed,
-        "descriptions_before": len(imported.relations),
-        "descriptions_after": fragments_after,
-        "copied_files": len(copied),
-    }
-    write_atomic(target / EXPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        kept = pair_of(edge.source, edge.target)
+        changes.rewritten.append(kept)
+        for other in edges:
+            gone = document.edges[other]
+            if other != number and not units.get(other):
+                changes.removed[pair_of(gone.source, gone.target)] = kept
+                changes.absorbed.setdefault(kept, []).append(pair_of(gone.source, gone.target))
+    removed = 0
+    for number, edge in enumerate(document.edges):
+        if not units.get(number):
+            document.remove_edge(edge)  # every record merged into another edge's relation
+            removed += 1
+    with staged_folder(target) as stage:
+        copied = copy_others(folder, stage, [graph.name]) if folder is not None else []
+        document.write(stage / graph.name)
+        stores = update_stores(folder, stage, changes) if folder is not None else None
+        summary: dict[str, Any] = {
+            "format": "lightrag",
+            "original": str(original),
+            "run": str(out),
+            "edges_before": len(before),
+            "edges_after": len(before) - removed,
+            "edges_rewritten": len(changes.rewritten),
+            "edges_removed": removed,
+            "descriptions_before": len(imported.relations),
+            "descriptions_after": fragments_after,
+            "copied_files": len(copied),
+            "stores_updated": stores.updated if stores else [],
+            "stale": stores.stale if stores else {},
+        }
+        if summary["stale"]:
+            summary["rebuild"] = rebuild_hint(target, summary["stale"])
+        write_atomic(stage / EXPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
     return summary

@@ -7,17 +7,28 @@ as fast as before.
 from __future__ import annotations
 
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
 FORMATS = ("graphrag", "lightrag")
+EXPORT_NAME = "relmerge_export.json"
 _FORMAT = click.Choice(FORMATS)
 
 
 def _quote(path: Path) -> str:
     return shlex.quote(str(path))
+
+
+def program() -> str:
+    """How the user called relmerge (``.venv/bin/relmerge`` stays so), for the commands
+    printed next: they must run as written."""
+    called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if called is not None and called.name == "relmerge" and len(called.parts) > 1:
+        return shlex.quote(str(called))
+    return "relmerge"
 
 
 def _do_import(fmt: str, source: Path) -> Any:
@@ -64,11 +75,11 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     target = source.with_name(f"{source.name}-dedup") if source.is_dir() else output / "dedup"
     click.echo("Next: deduplicate, then write the deduplicated graph:")
     click.echo(
-        f"  relmerge run {_quote(output / RELATIONS_FILE)} "
+        f"  {program()} run {_quote(output / RELATIONS_FILE)} "
         f"--entities {_quote(output / ENTITIES_FILE)} --output {_quote(run_dir)}"
     )
     click.echo(
-        f"  relmerge export {fmt} {_quote(run_dir)} --original {_quote(source)} "
+        f"  {program()} export {fmt} {_quote(run_dir)} --original {_quote(source)} "
         f"--to {_quote(target)}"
     )
 
@@ -89,32 +100,57 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder to write the deduplicated copy into (not the original).",
 )
-@click.option("--overwrite", is_flag=True, help="Write into a --to folder that is not empty.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a --to folder that is not empty (once the copy is complete).",
+)
 def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite: bool) -> None:
     """Write a copy of the original graph with the relations of the relmerge run in OUT.
 
-    graphrag: relationships.parquet gets one row per output relation (merged rows: merged
-    description, summed weight, all text units; human_readable_id renumbered), the other
-    files are copied, and relationship_ids lists in other tables point at the kept rows.
-    lightrag: the GraphML keeps its nodes; each edge holds its distinct facts joined by
-    <SEP>. What the run did not change, and records it rejected, are written as they were.
+    graphrag: the relationships table (Parquet or CSV, as the original) gets one row per
+    output relation; kept rows keep their id and human_readable_id, a merged row is its
+    first member's row with the merged description, summed weight and all text units.
+    relationship_ids lists in other tables point at the kept rows, and citations of
+    merged-away rows in community reports ("Relationships (12, 45)") are rewritten to
+    the kept rows. lightrag: the GraphML keeps its nodes; each edge holds its distinct
+    facts joined by <SEP>; the relation stores are updated, and vectors only LightRAG
+    can re-embed are listed as stale. What the run did not change, and records it
+    rejected, are written as they were. The copy is written beside --to and renamed into
+    place when complete: a failure leaves --to as it was.
     """
     if fmt == "graphrag":
         from relmerge.adapters.graphrag import export_graphrag
 
         summary = export_graphrag(out, original, target, overwrite=overwrite)
+        repeats = (
+            f", {summary['rows_after']} rows with GraphRAG's repeats"
+            if summary["repeated_rows"]
+            else ""
+        )
         click.echo(
             f"Wrote {summary['relationships_after']} relationships "
-            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows) "
-            f"and {summary['copied_files']} other files to {target}."
+            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows"
+            f"{repeats}) and {summary['copied_files']} other files to {target}; "
+            f"{summary['citations_rewritten']} report citations rewritten "
+            f"(see {EXPORT_NAME})."
         )
+        for name, reports in summary["stale"].items():
+            click.echo(
+                f"Stale: {name} embeds the full_content of {len(reports)} report(s) as it "
+                "was before their citations were rewritten (only citation numbers differ; "
+                f"listed under 'stale' in {EXPORT_NAME})."
+            )
         return
     from relmerge.adapters.lightrag import export_lightrag
 
     summary = export_lightrag(out, original, target, overwrite=overwrite)
+    updated = ", ".join(summary["stores_updated"]) or "none"
     click.echo(
         f"Wrote {summary['edges_after']} edges ({summary['edges_before']} before, "
         f"{summary['edges_rewritten']} rewritten) holding {summary['descriptions_after']} "
         f"descriptions ({summary['descriptions_before']} before) and "
-        f"{summary['copied_files']} other files to {target}."
+        f"{summary['copied_files']} other files to {target}; stores updated: {updated}."
     )
+    for number, line in enumerate(summary.get("rebuild", [])):
+        click.echo(f"Stale: {line}" if number == 0 else line)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +9,12 @@ import click
 import orjson
 from rich.console import Console
 
+from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
-from relmerge.judge import JudgeContext, RelationJudge, RelationLike
-from relmerge.providers import get_embedder, get_llm
+from relmerge.judge import JudgeContext, RelationJudge, RelationLike, Verdict
+from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.stages.remap import validate_entity_mapping
 
 
@@ -107,12 +107,20 @@ def judge_command(
         source_id=source_id,
         target_id=target_id,
     )
-    judge = RelationJudge(
-        llm=get_llm(settings), embedder=get_embedder(embedding_settings), config=config
-    )
-    verdict = asyncio.run(judge.check(new, olds, context))
+    llm, embedder = get_llm(settings), get_embedder(embedding_settings)
+
+    async def go() -> tuple[Verdict, int]:
+        checked = await preflight(llm) + await preflight(embedder)  # before any work
+        judge = RelationJudge(llm=llm, embedder=embedder, config=config)
+        return await judge.check(new, olds, context), checked
+
+    try:
+        verdict, checked = run_interruptible(go(), "interrupted")
+    except Interrupted as error:
+        exit_interrupted(error, "interrupted")
     if as_json:
-        click.echo(orjson.dumps(verdict.model_dump(mode="json"), option=orjson.OPT_INDENT_2))
+        shown = {**verdict.model_dump(mode="json"), "preflight_requests": checked}
+        click.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2))
         return
     console = Console()
     style = "bold green" if verdict.decision == "merge" else "bold yellow"
@@ -122,3 +130,5 @@ def judge_command(
     console.print("scores: " + ", ".join(f"{k} {v}" for k, v in verdict.scores.items()))
     console.print(f"why: {verdict.reason}", markup=False)
     console.print(f"LLM requests: {verdict.llm_requests}")
+    if checked:
+        console.print(f"preflight requests (endpoint checks): {checked}")

@@ -53,6 +53,15 @@ _OPTIONS = [
         "invalid and asked again.",
     ),
     click.option(
+        "--startup-wait",
+        type=click.FloatRange(min=0),
+        metavar="SECONDS",
+        help="Before any work, one minimal request checks each endpoint (LLM, and "
+        "embeddings with --embedding openai); a dead or wrong endpoint exits 2 with the "
+        "reason. Connection refused, HTTP 5xx and 429 (a server still starting) are "
+        "retried for this long first [5].",
+    ),
+    click.option(
         "--llm-requests-per-minute",
         type=click.FloatRange(min=1),
         help="Start at most this many LLM requests per minute [no limit].",
@@ -90,6 +99,8 @@ def model_options(function: F) -> F:
 def resolve_options(
     options: dict[str, Any], step_overrides: dict[str, Any]
 ) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
+    if options.get("llm_provider") == "none" and options.get("llm_base_url"):
+        raise click.UsageError("--llm none and --llm-base-url exclude each other: drop one")
     config_path: Path | None = options.get("config_path")
     file_config = load_toml_config(config_path) if config_path else FileConfig()
     return resolve_settings(
@@ -103,11 +114,13 @@ def resolve_options(
             "response_format": options.get("response_format"),
             "timeout": options.get("llm_timeout"),
             "requests_per_minute": options.get("llm_requests_per_minute"),
+            "startup_wait": options.get("startup_wait"),
         },
         {
             "provider": options.get("embedding_provider"),
             "base_url": options.get("embedding_base_url"),
             "model": options.get("embedding_model"),
+            "startup_wait": options.get("startup_wait"),
         },
     )
 

@@ -18,24 +18,37 @@ from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
+from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.render import RichProgress, summary_table
+from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
-from relmerge.providers import get_embedder, get_llm
+from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores import local_path, open_store
 from relmerge.stores.fsspec_store import redact_url
 
+# Exit status of a run that completed while the LLM was unavailable for some groups.
+UNAVAILABLE_EXIT = 3
+
 _URL_LIKE = re.compile(r"^[A-Za-z][\w+.-]+:/")
 
 # Settings that change how a run goes, not what it outputs: a run killed with one value
 # may be resumed with another.
-_OPERATIONAL = {"concurrency", "api_key_env", "timeout", "max_retries", "requests_per_minute"}
+_OPERATIONAL = {
+    "concurrency",
+    "api_key_env",
+    "timeout",
+    "max_retries",
+    "requests_per_minute",
+    "startup_wait",
+    "llm_breaker_groups",
+}
 
 
 def answer_memory(out: Path) -> AnswerMemory:
@@ -165,6 +178,22 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     help="Ray cluster to join with --engine ray (ray://host:10001, host:6379 or auto) "
     "[default: $RAY_ADDRESS, else a local Ray on this machine's CPUs].",
 )
+@click.option(
+    "--llm-breaker-groups",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="After N groups in a row whose every attempt got no answer (refused, DNS, TLS, "
+    "timeout, 5xx, dropped connection; invalid answers never count), stop sending: the "
+    "groups left keep their records, their pairs go to clarifications.jsonl, and the run "
+    "exits 3 [5].",
+)
+@click.option(
+    "--no-preflight",
+    is_flag=True,
+    help="Skip the check of the endpoints before the run, e.g. for a re-run whose answers "
+    "are all in the cache while the endpoint is down (what still needs an answer then "
+    "fails group by group, and the run exits 3).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
 def run_command(
     input_path: str,
@@ -182,6 +211,8 @@ def run_command(
     dry_run: bool,
     engine: str,
     ray_address: str | None,
+    llm_breaker_groups: int | None,
+    no_preflight: bool,
     quiet: bool,
     **options: Any,
 ) -> None:
@@ -190,7 +221,12 @@ def run_command(
 
     INPUT and OUT may be object-store URLs (s3://bucket/prefix): INPUT a .jsonl object, a
     prefix holding relation_keys.json or a prefix of relation .json objects. Answers given
-    with `relmerge review` are applied only when OUT is a local directory."""
+    with `relmerge review` are applied only when OUT is a local directory.
+
+    Exit status: 0 done; 2 bad usage, unreadable input, or an endpoint that is not there or
+    is not an LLM (one line says why, before any work); 3 done, but the LLM was unavailable
+    for some groups (run the same command again to ask them); 130 / 143 interrupted by
+    Ctrl-C / SIGTERM (run the same command again to resume)."""
     config, settings, embedding_settings = resolve_options(
         options,
         {
@@ -199,6 +235,7 @@ def run_command(
             "max_llm_requests": max_llm_requests,
             "max_tokens": max_tokens,
             "strict": strict,
+            "llm_breaker_groups": llm_breaker_groups,
         },
     )
     storage_options = parse_storage_options(storage_option_pairs)
@@ -226,23 +263,28 @@ def run_command(
     store = open_store(out, **storage_options)
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
-    entities = read_entities(options["entities_path"]) if options["entities_path"] else []
-    records = asyncio.run(stream_input(input_path, storage_options))
-    mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-    console = Console(stderr=True, quiet=quiet)
-    hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
-    settings_parts = (
-        rules_fingerprint(),  # the decision rules and vocabulary this version decides by
-        mapping,
-        config.model_dump(mode="json", exclude=_OPERATIONAL),
-        settings.model_dump(mode="json", exclude=_OPERATIONAL),
-        embedding_settings.model_dump(mode="json", exclude={"api_key_env"}),
-        [entity.__dict__ for entity in entities],
-    )
-
-    memory = answer_memory(out_dir) if out_dir is not None else None
+    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
 
     async def go() -> dict[str, Any]:
+        # The endpoints first: a dead or wrong one stops the run before anything is read.
+        checked = 0
+        if not no_preflight:
+            checked = await preflight(llm)
+            if embedder is not None:
+                checked += await preflight(embedder)
+        entities = read_entities(options["entities_path"]) if options["entities_path"] else []
+        records = await stream_input(input_path, storage_options)
+        mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
+        hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
+        settings_parts = (
+            rules_fingerprint(),  # the decision rules and vocabulary this version decides by
+            mapping,
+            config.model_dump(mode="json", exclude=_OPERATIONAL),
+            settings.model_dump(mode="json", exclude=_OPERATIONAL),
+            embedding_settings.model_dump(mode="json", exclude={"api_key_env", "startup_wait"}),
+            [entity.__dict__ for entity in entities],
+        )
+        memory = answer_memory(out_dir) if out_dir is not None else None
         run_fingerprint = ""
 
         async def claim() -> None:
@@ -250,7 +292,8 @@ def run_command(
             run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite)
 
-        with RichProgress(console) as progress:
+        view = RichProgress(console) if console.is_terminal else LineProgress(console)
+        with view as progress:
             output = await run_pipeline(
                 hashed.records(records),
                 mapping,
@@ -264,18 +307,34 @@ def run_command(
                 before_work=claim,
                 cache=cache,
                 engine=block_engine,
+                preflight_requests=checked,
             )
         output.result["fingerprint"] = run_fingerprint
         await remove_stale_relations(
             store, config.deduplicated_relations_prefix, output.relation_keys
         )
+        # The result file goes last: until it exists, OUT is an incomplete run to resume.
         await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
         return output.result
 
     try:
-        result = asyncio.run(go())
+        result = run_interruptible(go())
+    except Interrupted as error:
+        if cache is not None:
+            cache.close()
+        exit_interrupted(error)
     finally:
         if cache is not None:
             cache.close()
     if not quiet:
         Console().print(summary_table(result, redact_url(out)))
+    unavailable = result["llm_unavailable_group_count"]
+    if unavailable:
+        kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"
+        groups = "group" if unavailable == 1 else "groups"
+        click.echo(
+            f"completed, but the LLM was unavailable for {unavailable} {groups} — run the "
+            f"same command again to ask them; {kept}",
+            err=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT)

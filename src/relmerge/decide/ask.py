@@ -1,6 +1,8 @@
 """Validated asks: ``relation_cluster`` for many records, ``relation_judge`` for a
 candidate against existing ones. Retries tell the model what was invalid (``retry``); a
-question that never gets a valid answer raises ``GroupFailed`` for its caller to record."""
+question that never gets a valid answer raises ``GroupFailed`` for its caller to record.
+``attempts`` (default: ``max_attempts`` for this ask alone) lets a caller share one
+batch's requests among several asks."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.decide.retry import ask_validated
+from relmerge.decide.retry import Attempts, ask_validated
 from relmerge.prompts import cluster_relations, judge_pair
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, LLMResult
@@ -19,6 +21,7 @@ async def ask_cluster(
     records: Sequence[dict[str, Any]],
     entities: tuple[EntityContext, EntityContext],
     config: DeduplicateRelationsConfig,
+    attempts: Attempts | None = None,
 ) -> tuple[cluster_relations.ClusterOutcome, LLMResult]:
     return await ask_validated(
         llm,
@@ -30,7 +33,7 @@ async def ask_cluster(
             max_answer_tokens=config.max_answer_tokens,
         ),
         lambda parsed: cluster_relations.validate_answer(parsed, records),
-        config.max_attempts,
+        attempts if attempts is not None else Attempts(config.max_attempts),
     )
 
 
@@ -40,6 +43,7 @@ async def ask_judge(
     candidate: dict[str, Any],
     entities: tuple[EntityContext, EntityContext],
     config: DeduplicateRelationsConfig,
+    attempts: Attempts | None = None,
 ) -> tuple[judge_pair.JudgeOutcome, LLMResult]:
     existing_ids = [str(record["relation_id"]) for record in existing]
     return await ask_validated(
@@ -53,5 +57,5 @@ async def ask_judge(
             max_answer_tokens=config.max_answer_tokens,
         ),
         lambda parsed: judge_pair.validate_answer(parsed, existing_ids),
-        config.max_attempts,
+        attempts if attempts is not None else Attempts(config.max_attempts),
     )

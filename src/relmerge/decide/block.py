@@ -24,7 +24,7 @@ from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
-from relmerge.decide.retry import FAILED, GroupFailed
+from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision
 from relmerge.prompts.base import truncate
@@ -156,6 +156,8 @@ class BlockDecider:
         answered: set[tuple[int, int]] = set()  # covered by a valid answer
         failed_once: set[tuple[int, int]] = set()
         failed_orders: set[tuple[tuple[int, ...], ...]] = set()
+        spent: dict[frozenset[int], int] = {}  # requests sent per batch (its members)
+        max_attempts = self.config.max_attempts
         batch_size = self.config.semantic_batch_size
         while result.rounds < self.config.max_rounds:
             current = final.clusters()
@@ -190,6 +192,14 @@ class BlockDecider:
                 members = {m for cluster in batch for m in cluster}
                 if not any(a in members and b in members for a, b in open_pairs):
                     continue
+                # max_attempts bounds the requests about one batch, its re-ask included:
+                # once an answer was invalid, the first ask keeps the last attempt for a
+                # re-ask in another order.
+                key = frozenset(members)
+                used = spent.get(key, 0)
+                if used >= max_attempts:  # asked max_attempts times already: given up
+                    judged |= set(combinations(sorted(members), 2))
+                    continue
                 if sent >= self.config.semantic_batch_count:
                     break
                 sent += 1
@@ -197,25 +207,31 @@ class BlockDecider:
                     # The same request would get the same answer (temperature 0, cache).
                     batch = batch[::-1]
                 failed_orders.add(_shape(batch))
+                attempts = Attempts(max_attempts - used, keep=1 if used == 0 else 0)
                 try:
-                    await self._ask_batch(units, batch, entities, final, result, scores, symmetric)
+                    await self._ask_batch(
+                        units, batch, entities, final, result, scores, symmetric, attempts
+                    )
                     failed_orders.discard(_shape(batch))
                 except GroupFailed as failure:
                     batch_pairs = set(combinations(sorted(members), 2))
                     if failure.code != FAILED or not failure.invalid_answers:
-                        result.failure = failure  # budget spent or endpoint down: stop here
+                        # Budget spent, endpoint unavailable or failing: stop here.
+                        result.failure = failure
                         return self._finish(units, pending, answered, final, entities, result)
-                    # A model that answered badly gets one more request for these pairs
-                    # in the next round (fresh attempts, records in another order, so not
-                    # the same request); then they are given up and the block records
-                    # the failure. An answer is worth the second request: a failed block
-                    # loses every merge only the LLM could make.
-                    if batch_pairs <= failed_once:
+                    # A model that answered badly gets its last attempt for these pairs in
+                    # the next round (a fresh request, records in another order, so not the
+                    # same request); then they are given up and the block records the
+                    # failure. An answer is worth the re-ask: a failed block loses every
+                    # merge only the LLM could make.
+                    if batch_pairs <= failed_once or used + attempts.used >= max_attempts:
                         result.failure = failure
                         judged |= batch_pairs
                     failed_once |= batch_pairs
                     progress = True
                     continue
+                finally:
+                    spent[key] = used + attempts.used
                 for a, b in combinations(sorted(members), 2):
                     answered.add((a, b))
                     if (a, b) not in judged:
@@ -241,7 +257,10 @@ class BlockDecider:
             for pair, p in pending.items()
             if pair not in answered and final.find(pair[0]) != final.find(pair[1])
         ]
-        if result.failure is not None:
+        if result.failure is not None and result.failure.code == UNAVAILABLE:
+            # Written as a run without an LLM writes them; a re-run asks them.
+            cause = f"the LLM was unavailable ({result.failure.reason})"
+        elif result.failure is not None:
             cause = f"no valid LLM verdict ({result.failure.code}: {result.failure.reason})"
         else:
             cause = "no valid LLM verdict within max_rounds"
@@ -276,6 +295,7 @@ class BlockDecider:
         result: BlockResult,
         scores: dict[tuple[int, int], dict[str, float]],
         symmetric: Sequence[bool],
+        attempts: Attempts,
     ) -> None:
         forward = (entities[0].entity_id, entities[1].entity_id)
         shown = [self._record(units, cluster, forward, symmetric) for cluster in batch]
@@ -287,13 +307,15 @@ class BlockDecider:
         async with self._limit:
             if len(batch) == 2:
                 verdict, answer = await ask_judge(
-                    self.llm, records[:1], records[1], entities, self.config
+                    self.llm, records[:1], records[1], entities, self.config, attempts
                 )
                 groups = [[0, 1]] if verdict.verdict == "merge" else []
                 unsure = [[0, 1]] if verdict.verdict == "unsure" else []
                 reason = verdict.reason
             else:
-                outcome, answer = await ask_cluster(self.llm, records, entities, self.config)
+                outcome, answer = await ask_cluster(
+                    self.llm, records, entities, self.config, attempts
+                )
                 groups, unsure = outcome.groups, outcome.unsure
                 fields = outcome.fields
         for position, group in enumerate(groups):

@@ -6,7 +6,11 @@ since a model held to a grammar (llama.cpp's ``json_object`` with a schema) or r
 itself at temperature 0 would give the same invalid answer again. An answer cut at its
 ``max_tokens`` is invalid, never read as a prefix. A provider error that retrying cannot
 fix (bad key, unknown model) is raised and stops the run; transient ones count as a failed
-attempt; a spent budget fails the group at once (no retry).
+attempt; a spent budget or an open circuit breaker fails the group at once (no retry).
+``max_attempts`` bounds every request about one batch (:class:`Attempts`), a caller's later
+re-ask included. A question whose every attempt failed in transport (no answer came back at
+all) fails as ``llm_unavailable`` and is reported to the run's circuit breaker
+(``providers.breaker``) through the model's ``note_unreachable``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from relmerge.errors import BudgetExhaustedError, InvalidAnswerError, ProviderError
+from relmerge.errors import (
+    BudgetExhaustedError,
+    InvalidAnswerError,
+    LLMUnavailableError,
+    ProviderError,
+)
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 T = TypeVar("T")
@@ -23,6 +32,7 @@ T = TypeVar("T")
 
 FAILED = "deduplication_failed"
 BUDGET_SPENT = "llm_budget_exhausted"
+UNAVAILABLE = "llm_unavailable"
 
 # Stands in for an empty answer in the retry's conversation: several OpenAI-compatible
 # servers (Mistral, gateways in front of Anthropic models) reject an empty assistant turn
@@ -51,27 +61,55 @@ class GroupFailed(Exception):
         self.invalid_answers = invalid_answers
 
 
+class Attempts:
+    """The requests one batch may still send (``max_attempts``), shared by every ask about
+    it: retries after an invalid answer, a re-ask in another order, a fallback to another
+    task. ``keep`` requests are held back once an answer was invalid (for a re-ask the
+    caller makes later); ``used`` counts the requests sent (transport retries of one
+    request by the provider apart)."""
+
+    def __init__(self, limit: int, keep: int = 0) -> None:
+        self.left = max(0, limit)
+        self.keep = keep
+        self.used = 0
+
+    def take(self, after_invalid: bool = False) -> bool:
+        """Spend one request, or say there is none (left, or to spend now)."""
+        if self.left <= (self.keep if after_invalid else 0):
+            return False
+        self.left -= 1
+        self.used += 1
+        return True
+
+
 async def ask_validated(
     llm: LanguageModel,
     build: Callable[[list[tuple[str, str]]], LLMRequest],
     validate: Callable[[Any], T],
-    max_attempts: int,
+    attempts: int | Attempts,
 ) -> tuple[T, LLMResult]:
-    """Send, parse, validate; retry with feedback up to ``max_attempts`` times."""
+    """Send, parse, validate; retry with feedback while ``attempts`` has requests left (an
+    ``int``: that many, for this ask alone)."""
+    budget = Attempts(attempts) if isinstance(attempts, int) else attempts
     feedback: list[tuple[str, str]] = []
     reason = "no attempt was made"
-    for _ in range(max_attempts):
+    tried = unreachable = 0  # attempts made, and those that got no answer at all
+    while budget.take(after_invalid=bool(feedback)):
         request = build(feedback)
         if feedback:  # after an invalid answer: not the same request again
             request = replace(request, relaxed=True)
+        tried += 1
         try:
             result = await llm.invoke(request)
         except BudgetExhaustedError as error:
             raise GroupFailed(str(error), BUDGET_SPENT) from None
+        except LLMUnavailableError as error:
+            raise GroupFailed(str(error), UNAVAILABLE) from None
         except ProviderError as error:
             if not error.retryable:
                 raise
             reason = f"the model endpoint failed: {error}"
+            unreachable += error.transport
             continue
         if result.truncated:
             reason = (
@@ -93,6 +131,9 @@ async def ask_validated(
             reason = str(error)
             feedback.append((_previous(result.text), reason))
             _note_invalid(llm)
+    if tried and unreachable == tried:
+        report_unreachable(llm)
+        raise GroupFailed(f"the LLM was unavailable: {reason}", UNAVAILABLE)
     raise GroupFailed(reason, invalid_answers=len(feedback))
 
 
@@ -101,3 +142,17 @@ def _note_invalid(llm: LanguageModel) -> None:
     note = getattr(llm, "note_invalid", None)
     if callable(note):
         note()
+
+
+def report_unreachable(llm: object) -> None:
+    """Tell the run's circuit breaker (``note_unreachable`` of the model or of a model it
+    wraps, ``inner``) that a question got no answer at all."""
+    current: object | None = llm
+    for _ in range(32):
+        if current is None:
+            return
+        note = getattr(current, "note_unreachable", None)
+        if callable(note):
+            note()
+            return
+        current = getattr(current, "inner", None)

@@ -4,9 +4,11 @@ Workers cannot share the run's model object (its budget, cache, rate limit and c
 live in the driver), so each worker gets a :class:`GatewayModel` that hands its request to
 the :class:`LLMGateway` actor; the driver takes queued requests from the actor, answers
 them with the run's wrapped model under one semaphore of ``concurrency`` (the global
-limit), and replies. Accounting, cache and budget thus stay exactly where a local run
-keeps them. Errors cross the process boundary as plain tuples: ``ProviderError`` has a
-keyword-only constructor that pickle cannot call.
+limit), and replies. Accounting, cache, budget and circuit breaker thus stay exactly where
+a local run keeps them; a worker's question that got no answer at all is reported to the
+driver's breaker through the same queue (``note_unreachable``). Errors cross the process
+boundary as plain tuples: ``ProviderError`` has a keyword-only constructor that pickle
+cannot call.
 """
 
 from __future__ import annotations
@@ -15,26 +17,35 @@ import asyncio
 import contextlib
 from typing import Any
 
-from relmerge.errors import BudgetExhaustedError, ProviderError
+from relmerge.decide.retry import report_unreachable
+from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 Outcome = tuple[str, Any]  # ("ok", LLMResult) | ("provider", (message, retryable, attempts,
-# budget)) | ("error", message)
+# kind, transport)) | ("error", message); kind: "budget", "unavailable" or ""
+
+_UNREACHABLE = -1  # the request id of a note for the breaker, not a request
 
 
 def provider_failure(error: ProviderError) -> Outcome:
-    budget = isinstance(error, BudgetExhaustedError)
-    return "provider", (str(error), error.retryable, error.attempts, budget)
+    kind = ""
+    if isinstance(error, BudgetExhaustedError):
+        kind = "budget"
+    elif isinstance(error, LLMUnavailableError):
+        kind = "unavailable"
+    return "provider", (str(error), error.retryable, error.attempts, kind, error.transport)
 
 
 def raise_failure(outcome: Outcome) -> None:
     """Raise the error an outcome carries, as the type the local run would have seen."""
     kind, value = outcome
     if kind == "provider":
-        message, retryable, attempts, budget = value
-        if budget:
+        message, retryable, attempts, error_kind, transport = value
+        if error_kind == "budget":
             raise BudgetExhaustedError(message)
-        raise ProviderError(message, retryable=retryable, attempts=attempts)
+        if error_kind == "unavailable":
+            raise LLMUnavailableError(message)
+        raise ProviderError(message, retryable=retryable, attempts=attempts, transport=transport)
     if kind != "ok":
         raise RuntimeError(f"the LLM gateway failed: {value}")
 
@@ -48,11 +59,11 @@ class LLMGateway:
     """The actor (run async in Ray): workers ``ask``, the driver ``take``s and ``reply``s."""
 
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[tuple[int, LLMRequest]] | None = None
+        self._queue: asyncio.Queue[tuple[int, LLMRequest | None]] | None = None
         self._waiting: dict[int, asyncio.Future[Outcome]] = {}
         self._next = 0
 
-    def _requests(self) -> asyncio.Queue[tuple[int, LLMRequest]]:
+    def _requests(self) -> asyncio.Queue[tuple[int, LLMRequest | None]]:
         if self._queue is None:
             self._queue = asyncio.Queue()
         return self._queue
@@ -65,7 +76,11 @@ class LLMGateway:
         await self._requests().put((request_id, request))
         return await answer
 
-    async def take(self, wait: float) -> list[tuple[int, LLMRequest]]:
+    async def note_unreachable(self) -> None:
+        """A worker's question got no answer at all: passed on to the driver's breaker."""
+        await self._requests().put((_UNREACHABLE, None))
+
+    async def take(self, wait: float) -> list[tuple[int, LLMRequest | None]]:
         """The queued requests: at least one, or none after ``wait`` seconds."""
         queue = self._requests()
         try:
@@ -97,6 +112,10 @@ class GatewayModel:
 
     def note_invalid(self) -> None:
         self.invalid_answers += 1
+
+    def note_unreachable(self) -> None:
+        if self.gateway is not None:
+            self.gateway.note_unreachable.remote()  # no reply to wait for
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         if self.gateway is None:
@@ -133,6 +152,9 @@ class GatewayServer:
     async def serve(self) -> None:
         while not self._stop.is_set():
             for request_id, request in await landed(self.gateway.take.remote(0.2)):
+                if request is None:
+                    report_unreachable(self.model)
+                    continue
                 task = asyncio.create_task(self._answer(request_id, request))
                 self._answering.add(task)
                 task.add_done_callback(self._answering.discard)

@@ -27,7 +27,7 @@ class LocalEngine(base.LocalEngine):
         # measured slower on two cores (the embedding already uses both).
         for task in tasks:
             yield await work_chunk(
-                task, run.settings, run.model, run.embedder, run.on_progress, run.meter
+                task, run.settings, run.model, run.embedder, run.progress, run.meter
             )
 
     def describe(self) -> dict[str, Any]:

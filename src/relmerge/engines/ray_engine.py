@@ -27,7 +27,14 @@ from typing import Any
 
 import numpy as np
 
-from relmerge.chunk import ChunkResult, ChunkRun, ChunkSettings, ChunkTask, work_chunk
+from relmerge.chunk import (
+    ChunkResult,
+    ChunkRun,
+    ChunkSettings,
+    ChunkTask,
+    RecordedProgress,
+    work_chunk,
+)
 from relmerge.cputime import CpuMeter
 from relmerge.engines.gateway import (
     GatewayModel,
@@ -180,11 +187,13 @@ def _work_on_worker(
     if settings.semantic:
         base = worker_base(recipe) if recipe is not None else None
         embedder = WorkerEmbedder(base, desk, base.name if base is not None else "driver")
+    progress = RecordedProgress()
     try:
-        result = asyncio.run(work_chunk(task, settings, model, embedder, meter=meter))
+        result = asyncio.run(work_chunk(task, settings, model, embedder, progress, meter))
     except ProviderError as error:  # an endpoint that cannot work: the run stops, as locally
         return provider_failure(error), None
     result.invalid_answers = model.invalid_answers
+    result.progress = progress
     result.node = ray.get_runtime_context().get_node_id()
     if embedder is not None:
         result.new_vectors = embedder.new
@@ -326,6 +335,7 @@ class RayEngine:
             with run.meter.stage("cache"):
                 persistent.store(result.new_vectors)
             result.new_vectors = []
-        run.on_progress("exact", result.groups_done)
-        run.on_progress("semantic", result.blocks_done)
+        if result.progress is not None:
+            result.progress.replay(run.progress)
+            result.progress = None
         return result

@@ -1,12 +1,15 @@
-"""Input readers: a JSONL file, a directory of relation JSON files, or an object store.
+"""Input readers: a JSONL file (or a JSON array), a directory of relation JSON files, or
+an object store.
 
-Each reader yields ``RawRecord`` in input order (JSONL line order; key order for
-directories and stores); validation happens once, in :mod:`relmerge.io.records`.
+Each reader yields ``RawRecord`` in input order (JSONL line order, array order; key order
+for directories and stores); validation happens once, in :mod:`relmerge.io.records`.
+Another tool's graph (GraphRAG, LightRAG, GraphML) is refused with the command that
+converts it (:mod:`relmerge.io.foreign`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from io import BytesIO
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -14,6 +17,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from relmerge.errors import InputError, RelmergeError, StoreError
+from relmerge.io.foreign import check_not_foreign
 from relmerge.io.records import RawRecord, unreadable
 from relmerge.model import json_type_name
 from relmerge.prompts.context import EntityContext
@@ -45,28 +49,67 @@ def _decode(origin: str, data: bytes) -> RawRecord:
         return unreadable(origin, f"malformed JSON: {error}", text)
 
 
-def read_jsonl(path: Path) -> Iterator[RawRecord]:
-    """One record per non-blank line; a bad line is a rejected record, not a failure."""
+def read_jsonl(path: Path, on_bytes: Callable[[int], None] = lambda n: None) -> Iterator[RawRecord]:
+    """One record per non-blank line; a bad line is a rejected record, not a failure.
+
+    A file that is one JSON array (``[{…}, {…}]``, pretty-printed or not) gives one
+    record per item instead. ``on_bytes`` hears how many more bytes were read.
+    """
     try:
         handle = path.open("rb")
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     with handle:
-        yield from _jsonl_records(handle, str(path), path.name)
+        array = _json_array(handle, path)
+        if array is not None:
+            name = _printable(path.name)
+            on_bytes(path.stat().st_size)
+            yield from (
+                RawRecord(origin=f"{name}:item {number}", data=item)
+                for number, item in enumerate(array, start=1)
+            )
+            return
+        yield from _jsonl_records(handle, str(path), path.name, on_bytes)
 
 
-def _jsonl_records(handle: BinaryIO, where: str, name: str) -> Iterator[RawRecord]:
+def _json_array(handle: BinaryIO, path: Path) -> list[Any] | None:
+    """The items of a file that is a single JSON array, else None (the handle is back at
+    its start). A file that opens an array on a line of its own but is not valid JSON is
+    an error: read as JSONL, every line of it would be rejected."""
+    head = handle.read(4096).removeprefix(_UTF8_BOM).lstrip()
+    handle.seek(0)
+    if not head.startswith(b"["):
+        return None
+    data = handle.read().removeprefix(_UTF8_BOM)
+    handle.seek(0)
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as error:
+        if data.lstrip().split(b"\n", 1)[0].strip() == b"[":
+            raise InputError(
+                f"{path} opens a JSON array but is not valid JSON ({error}); "
+                "give a JSON array of relation objects or JSONL (one object per line)"
+            ) from None
+        return None  # JSONL whose lines are arrays: each line is rejected with its reason
+    return value if isinstance(value, list) else None
+
+
+def _jsonl_records(
+    handle: BinaryIO, where: str, name: str, on_bytes: Callable[[int], None] = lambda n: None
+) -> Iterator[RawRecord]:
     if handle.read(2) in _UTF16_BOMS:
         # Every line would be rejected as garbage: say once what the file is instead.
         raise InputError(f"{where} is UTF-16 text; relmerge reads UTF-8 JSONL")
     handle.seek(0)
     for number, line in enumerate(handle, start=1):
+        on_bytes(len(line))
         if line.strip():
             yield _decode(f"{_printable(name)}:{number}", line.strip())
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
-    """Read relation objects by key; an invalid or missing key is a rejected record.
+    """Read relation objects by key; an invalid or missing key is a rejected record (also
+    from a store that raises ``FileNotFoundError`` or ``KeyError`` for it).
 
     A store with ``get_many`` (a remote one) fetches them concurrently first: one round
     trip per key in turn would make a remote input slow.
@@ -86,6 +129,9 @@ async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRe
                 raise data
         except RelmergeError as error:
             records.append(unreadable(origin, str(error), None))
+            continue
+        except (FileNotFoundError, KeyError):  # a store of another library, as it says so
+            records.append(unreadable(origin, f"no object {key!r} in the store", None))
             continue
         if data.startswith(_UTF16_BOMS):
             records.append(unreadable(origin, "UTF-16 text; relmerge reads UTF-8 JSON", None))
@@ -139,14 +185,24 @@ def parse_key_list(data: bytes, what: str) -> list[Any]:
 class JsonlInput:
     """A local JSONL file as records, read as they are used: a batch of a million lines
     never sits in memory as parsed objects. Iterating yields the records in line order
-    (each pass re-reads the file); a file without a JSON line is an :class:`InputError`."""
+    (each pass re-reads the file); a file without a JSON line is an :class:`InputError`.
+    ``total_bytes`` and ``bytes_read`` say how far a pass has gone (progress)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        try:
+            self.total_bytes = path.stat().st_size
+        except OSError:
+            self.total_bytes = 0
+        self.bytes_read = 0
+
+    def _read(self, amount: int) -> None:
+        self.bytes_read += amount
 
     def __iter__(self) -> Iterator[RawRecord]:
         count = 0
-        for record in read_jsonl(self.path):
+        self.bytes_read = 0
+        for record in read_jsonl(self.path, self._read):
             count += 1
             yield record
         if count == 0:
@@ -158,6 +214,8 @@ async def stream_input(
 ) -> Iterable[RawRecord]:
     """As :func:`read_input`, but a local JSONL file streams (see :class:`JsonlInput`)."""
     local = local_path(path)
+    if local is not None:
+        check_not_foreign(local)
     if local is not None and local.is_file() and local.suffix.lower() != ".parquet":
         return JsonlInput(local)
     return await read_input(path, storage_options)
@@ -173,6 +231,7 @@ async def read_input(
         if local is None:
             return await read_url_input(path, storage_options or {})
         path = local
+    check_not_foreign(path)
     if path.is_file() and path.suffix.lower() == ".parquet":
         from relmerge.io.parquet import read_parquet  # pyarrow only loads when needed
 

@@ -11,7 +11,7 @@ the new run does not produce are removed at the end.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 import orjson
@@ -32,19 +32,40 @@ class Fingerprint:
     def __init__(self) -> None:
         self._digest = hashlib.sha256()
 
-    def records(self, raws: Iterable[RawRecord]) -> Iterator[RawRecord]:
-        for raw in raws:
-            self._digest.update(raw.origin.encode())
-            self._digest.update(
-                orjson.dumps(raw.data if raw.error is None else raw.text, default=str)
-            )
-            yield raw
+    def records(self, raws: Iterable[RawRecord]) -> HashedRecords:
+        return HashedRecords(raws, self._digest)
 
     def hexdigest(self, *parts: Any) -> str:
         digest = self._digest.copy()
         for part in parts:
             digest.update(orjson.dumps(part, option=orjson.OPT_SORT_KEYS, default=str))
         return digest.hexdigest()
+
+
+class HashedRecords:
+    """Records passed through while hashed; says how much of the input is read, as the
+    input does (``total_bytes`` / ``bytes_read`` of a local file, for progress)."""
+
+    def __init__(self, raws: Iterable[RawRecord], digest: Any) -> None:
+        self._raws = raws
+        self._digest = digest
+        total = getattr(raws, "total_bytes", None)
+        if isinstance(total, int):
+            self.total_bytes = total
+        if isinstance(raws, Sized):
+            self.total_records = len(raws)
+
+    @property
+    def bytes_read(self) -> int:
+        return int(getattr(self._raws, "bytes_read", 0))
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        for raw in self._raws:
+            self._digest.update(raw.origin.encode())
+            self._digest.update(
+                orjson.dumps(raw.data if raw.error is None else raw.text, default=str)
+            )
+            yield raw
 
 
 RUN_MARKER = ".relmerge/run.json"

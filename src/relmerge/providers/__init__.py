@@ -11,6 +11,7 @@ from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLang
 from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
 from relmerge.providers.limits import RateLimitedModel
+from relmerge.providers.preflight import preflight
 
 
 def get_llm(settings: LLMSettings) -> LanguageModel:
@@ -29,6 +30,7 @@ def get_llm(settings: LLMSettings) -> LanguageModel:
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         response_format=settings.response_format,
+        startup_wait=settings.startup_wait,
     )
     if settings.requests_per_minute is not None:
         model = RateLimitedModel(model, settings.requests_per_minute)
@@ -56,6 +58,7 @@ def get_embedder(settings: EmbeddingSettings, cache: RunCache | None = None) -> 
             base_url=settings.base_url,
             model=settings.model,
             api_key=os.environ.get(settings.api_key_env),
+            startup_wait=settings.startup_wait,
         )
     if cache is not None:
         inner = PersistentEmbedder(inner, cache)
@@ -72,4 +75,5 @@ __all__ = [
     "NoLanguageModel",
     "get_embedder",
     "get_llm",
+    "preflight",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from relmerge.errors import ProviderError
@@ -28,14 +29,17 @@ class LLMStats:
 class AccountingModel:
     """Wraps any :class:`LanguageModel` and adds up requests and tokens into ``stats``."""
 
-    def __init__(self, inner: LanguageModel) -> None:
+    def __init__(self, inner: LanguageModel, on_invalid: Callable[[], None] = lambda: None) -> None:
+        """``on_invalid`` hears of each invalid answer (it is asked again: progress)."""
         self.inner = inner
         self.name = inner.name
         self.available = inner.available
         self.stats = LLMStats()
+        self.on_invalid = on_invalid
 
     def note_invalid(self) -> None:
         self.stats.invalid_answers += 1
+        self.on_invalid()
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         try:

@@ -19,7 +19,10 @@ from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, Usage
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.providers.parsing import parse_json_answer
 
-EMBED_CHUNK = 2048  # texts embedded and stored at a time
+# Texts embedded and stored at a time: a killed run loses at most this many vectors'
+# work, and a part this large is still shared with the default embedder's helper
+# process (which takes batches of 4,096 or more).
+EMBED_CHUNK = 16_384
 
 
 def model_identity(model: Any) -> dict[str, Any]:

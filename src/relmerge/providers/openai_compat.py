@@ -7,7 +7,8 @@ alongside (llama.cpp's server rejects ``json_schema``), or ``none`` (prompt only
 
 The SDK's own retries are off: this class retries 429/5xx/timeouts/dropped connections
 itself, with exponential backoff, jitter and ``Retry-After``, so that every request sent is
-counted (``LLMResult.attempts``).
+counted (``LLMResult.attempts``). ``preflight()`` checks the endpoint before a run (see
+``relmerge.providers.preflight``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,17 @@ from relmerge.config import ResponseFormat
 from relmerge.errors import ProviderError
 from relmerge.providers.base import LLMRequest, LLMResult, Usage
 from relmerge.providers.parsing import parse_json_answer
+from relmerge.providers.preflight import (
+    LLM_ENDPOINT,
+    PREFLIGHT_MESSAGE,
+    PREFLIGHT_SCHEMA,
+    PREFLIGHT_TASK,
+    STARTUP_WAIT_SECONDS,
+    NotAnAnswer,
+    check_base_url,
+    preflight_timeout,
+    probe,
+)
 
 _RETRYABLE = (
     openai.RateLimitError,
@@ -34,6 +46,9 @@ _RETRYABLE_STATUS = (408, 409)
 _MAX_BACKOFF_SECONDS = 30.0
 # Statuses that reject one request rather than the endpoint (once it has answered before).
 _REQUEST_STATUS = (400, 413, 422)
+# No answer came back at all: what counts towards the run's circuit breaker (429 does not:
+# the endpoint answered, and asked for patience).
+_TRANSPORT = (openai.APIConnectionError, openai.InternalServerError)
 
 
 class _NotACompletion(Exception):
@@ -94,12 +109,15 @@ class OpenAICompatibleModel:
         response_format: ResponseFormat = "json_schema",
         backoff_seconds: float = 0.5,
         client: openai.AsyncOpenAI | None = None,
+        startup_wait: float = STARTUP_WAIT_SECONDS,
     ) -> None:
         self.name = model
         self.base_url = base_url
         self.response_format: ResponseFormat = response_format
         self.max_retries = max_retries
         self.backoff_seconds = backoff_seconds
+        self.timeout = timeout
+        self.startup_wait = startup_wait
         self._healthy = False  # set by the first well-formed answer
         # Local servers (vLLM, Ollama, llama.cpp) need no key, but the SDK insists on one.
         self._client = client or openai.AsyncOpenAI(
@@ -136,11 +154,50 @@ class OpenAICompatibleModel:
             body["max_tokens"] = request.max_tokens
         return body
 
+    async def preflight(self) -> int:
+        """One minimal chat completion (one short message, ``max_tokens`` 1, the configured
+        ``response_format``): the requests it took, or :class:`ProviderError` saying why
+        this endpoint cannot work. A server still starting is retried for
+        ``startup_wait`` seconds."""
+        check_base_url(self.base_url, LLM_ENDPOINT)
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": [{"role": "user", "content": PREFLIGHT_MESSAGE}],
+            "temperature": 0.0,
+            "max_tokens": 1,
+        }
+        response_format = response_format_for(
+            self.response_format, PREFLIGHT_TASK, PREFLIGHT_SCHEMA
+        )
+        if response_format is not None:
+            body["response_format"] = response_format
+
+        async def send() -> None:
+            completion = await self._client.chat.completions.create(
+                **body, timeout=preflight_timeout(self.timeout)
+            )
+            choices = getattr(completion, "choices", None)
+            if not isinstance(choices, list) or not choices:
+                raise NotAnAnswer("the answer is not a chat completion (no choices)")
+
+        sent = await probe(
+            send,
+            label=LLM_ENDPOINT,
+            base_url=self.base_url,
+            url=self.base_url.rstrip("/") + "/chat/completions",
+            timeout=self.timeout,
+            startup_wait=self.startup_wait,
+            redact=self._redact,
+        )
+        self._healthy = True
+        return sent
+
     async def invoke(self, request: LLMRequest) -> LLMResult:
         """Send one request; retry transient failures; raise :class:`ProviderError`.
 
-        Until the endpoint has answered once, an answer that is not a chat completion and
-        a rejected request (400, 413, 422) mean a misconfiguration, which stops the run.
+        Until the endpoint has answered once (the preflight counts), an answer that is not
+        a chat completion and a rejected request (400, 413, 422) mean a misconfiguration,
+        which stops the run.
         Afterwards they are one request's problem (a proxy's error page, a prompt too long
         for the context): retried, then ``retryable`` so that only its group fails.
         """
@@ -183,6 +240,7 @@ class OpenAICompatibleModel:
                 f"{self.base_url}: {what} after {attempts} attempts",
                 retryable=True,
                 attempts=attempts,
+                transport=isinstance(error, _TRANSPORT),
             ) from None
         await asyncio.sleep(self._delay(error, attempts))
 

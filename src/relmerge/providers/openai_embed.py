@@ -9,6 +9,15 @@ import openai
 
 from relmerge.errors import ProviderError
 from relmerge.providers.embedding import Vectors, l2_normalise
+from relmerge.providers.preflight import (
+    EMBEDDINGS_ENDPOINT,
+    PREFLIGHT_MESSAGE,
+    STARTUP_WAIT_SECONDS,
+    NotAnAnswer,
+    check_base_url,
+    preflight_timeout,
+    probe,
+)
 
 _BATCH = 128
 
@@ -23,9 +32,12 @@ class OpenAIEmbedder:
         timeout: float = 60.0,
         max_retries: int = 4,
         client: openai.AsyncOpenAI | None = None,
+        startup_wait: float = STARTUP_WAIT_SECONDS,
     ) -> None:
         self.name = model
         self.base_url = base_url
+        self.timeout = timeout
+        self.startup_wait = startup_wait
         # Embedding calls are idempotent and uncounted, so the SDK's own retries suffice.
         self._client = client or openai.AsyncOpenAI(
             base_url=base_url,
@@ -40,6 +52,28 @@ class OpenAIEmbedder:
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.name!r})"
+
+    async def preflight(self) -> int:
+        """One embeddings request for one short text: the requests it took, or
+        :class:`ProviderError` saying why this endpoint cannot work (see
+        ``relmerge.providers.preflight``)."""
+        check_base_url(self.base_url, EMBEDDINGS_ENDPOINT)
+        client = self._client.with_options(max_retries=0, timeout=preflight_timeout(self.timeout))
+
+        async def send() -> None:
+            response = await client.embeddings.create(model=self.name, input=[PREFLIGHT_MESSAGE])
+            data = getattr(response, "data", None)
+            if not isinstance(data, list) or not data or not getattr(data[0], "embedding", None):
+                raise NotAnAnswer("the answer is not an embeddings response (no vectors)")
+
+        return await probe(
+            send,
+            label=EMBEDDINGS_ENDPOINT,
+            base_url=self.base_url,
+            url=self.base_url.rstrip("/") + "/embeddings",
+            timeout=self.timeout,
+            startup_wait=self.startup_wait,
+        )
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         rows: list[list[float]] = []

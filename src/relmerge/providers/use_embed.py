@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from functools import cache
@@ -67,7 +68,9 @@ class _Helper:
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
         self._broken = False
+        self._stopped = False  # killed on purpose (an interrupted run): nothing to report
         self._lock = threading.Lock()
+        _HELPERS.add(self)
         self._ended_cpu = 0.0  # CPU seconds of helper processes already stopped
 
     def cpu_seconds(self) -> float:
@@ -133,11 +136,20 @@ class _Helper:
                 rows[start : start + len(batch)] = _receive(process.stdout, len(batch))
             except (OSError, ValueError, AssertionError) as error:
                 todo.appendleft(start)
-                logger.warning(
-                    "embedding helper process failed (%s); embedding in one process", error
-                )
+                if not self._stopped:
+                    logger.warning(
+                        "embedding helper process failed (%s); embedding in one process", error
+                    )
                 self._broken = True
                 self.close()
+
+    def kill(self) -> None:
+        """End the helper now, mid-batch if need be (an interrupted run)."""
+        self._stopped = self._broken = True
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def close(self) -> None:
         process = self._process
@@ -153,6 +165,16 @@ class _Helper:
                 process.kill()
             if process.stdout is not None:
                 process.stdout.close()
+
+
+# Every helper of this process, so that an interrupted run can end them all.
+_HELPERS: weakref.WeakSet[_Helper] = weakref.WeakSet()
+
+
+def stop_helpers() -> None:
+    """End every embedding helper process this process started (idempotent)."""
+    for helper in list(_HELPERS):
+        helper.kill()
 
 
 def _send(stream: IO[bytes], texts: list[str]) -> None:

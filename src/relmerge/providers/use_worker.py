@@ -4,10 +4,13 @@ Run as ``python -m relmerge.providers.use_worker``; it reads frames from stdin (
 little-endian length, then a JSON array of texts) and answers each on stdout (8-byte row
 count, then the rows as float32 bytes, 512 per row). It ends when stdin closes, so it
 never outlives the process that started it. It imports nothing of the caller's program.
+Ctrl-C in a terminal reaches the whole process group: the helper ignores it and leaves the
+interruption to the process that started it, which ends it.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import BinaryIO
 
@@ -45,4 +48,5 @@ def serve(source: BinaryIO, sink: BinaryIO) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(sys.stdin.buffer, sys.stdout.buffer)

@@ -1,16 +1,30 @@
-"""The browser review page: a small server on 127.0.0.1 over a :class:`ReviewQueue`.
+"""The browser review page: a small server on the loopback interface over a :class:`ReviewQueue`.
 
 One page (``page.html``, no external assets) and three JSON endpoints: ``GET api/state``
 (pending questions), ``POST api/answer`` (``{id, answer}``), ``POST api/undo`` (``{id}``).
-It listens on the loopback interface only: the questions contain the graph's data.
+The questions hold the graph's records and profiles, and an answer changes the next run,
+so the server answers its own page and nothing else:
+
+* it listens on 127.0.0.1 only, with no option to listen elsewhere;
+* it answers only requests whose ``Host`` is 127.0.0.1, localhost or [::1] with its own
+  port, so a site that points its own name at 127.0.0.1 (DNS rebinding) is refused;
+* every API call carries a random token made for this session and embedded in the page
+  (``X-Relmerge-Token``): a page of another site can send requests, but never read it;
+* a request whose ``Origin`` is not the page's own, and a POST whose body is not
+  ``application/json`` (a cross-site form or ``text/plain`` beacon), are refused.
+
+A refused request gets 403 (415 for the body type) and changes nothing.
 """
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 from rich.console import Console
@@ -19,30 +33,97 @@ from relmerge.errors import RelmergeError
 from relmerge.review.queue import ReviewQueue
 
 _PAGE = resources.files("relmerge.review").joinpath("page.html")
+TOKEN_HEADER = "X-Relmerge-Token"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_MAX_BODY = 64 * 1024  # an answer is a few dozen bytes
+_SECURITY_HEADERS = {
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
+
+
+def allowed_hosts(port: int) -> frozenset[str]:
+    """The ``Host`` values of the page's own address (lower case)."""
+    hosts = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    if port == 80:  # browsers leave out the default port
+        hosts.update(LOOPBACK_NAMES)
+    return frozenset(hosts)
 
 
 class ReviewServer:
+    """The review page on ``http://127.0.0.1:PORT/`` (``port=0``: any free port)."""
+
     def __init__(self, queue: ReviewQueue, port: int = 0) -> None:
         self.queue = queue
+        self.token = secrets.token_urlsafe(32)
+        nonce = secrets.token_urlsafe(16)
         lock = threading.Lock()
-        page = _PAGE.read_bytes()
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)
+        hosts = allowed_hosts(int(self._server.server_address[1]))
+        origins = frozenset(f"http://{host}" for host in hosts)
+        token = self.token
+        page = (
+            _PAGE.read_text(encoding="utf-8")
+            .replace("{{RELMERGE_TOKEN}}", token)
+            .replace("{{SCRIPT_NONCE}}", nonce)
+            .encode()
+        )
+        policy = (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'unsafe-inline'; "
+            "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+            "frame-ancestors 'none'"
+        )
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            def _send(
+                self,
+                status: int,
+                body: bytes,
+                kind: str = "application/json",
+                headers: dict[str, str] | None = None,
+            ) -> None:
                 self.send_response(status)
                 self.send_header("content-type", kind)
                 self.send_header("content-length", str(len(body)))
-                self.send_header("cache-control", "no-store")
+                for name, value in {**_SECURITY_HEADERS, **(headers or {})}.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _refuse(self, status: int, why: str) -> None:
+                self.close_connection = True
+                self._send(status, orjson.dumps({"error": why}))
+
+            def _refusal(self, api: bool) -> str | None:
+                """Why this request is not the page's own, or None."""
+                named = self.headers.get_all("Host") or []
+                if len(named) != 1 or named[0].strip().lower() not in hosts:
+                    return "this server answers only http://127.0.0.1 with its own port"
+                origin = self.headers.get("Origin")
+                if origin is not None and origin.strip().lower() not in origins:
+                    return "requests from other origins are refused"
+                sent = self.headers.get(TOKEN_HEADER) or ""
+                if api and not hmac.compare_digest(sent.encode(), token.encode()):
+                    return "missing or wrong session token: reload the page"
+                return None
+
+            def _path(self) -> str:
+                return urlsplit(self.path).path
+
             def do_GET(self) -> None:
-                if self.path in ("/", "/index.html"):
-                    self._send(200, page, "text/html; charset=utf-8")
-                elif self.path == "/api/state":
+                path = self._path()
+                why = self._refusal(api=path.startswith("/api/"))
+                if why is not None:
+                    self._refuse(403, why)
+                elif path in ("/", "/index.html"):
+                    csp = {"content-security-policy": policy}
+                    self._send(200, page, "text/html; charset=utf-8", csp)
+                elif path == "/api/state":
                     with lock:
                         state = {
                             "pending": queue.pending(),
@@ -54,13 +135,26 @@ class ReviewServer:
                     self._send(404, b'{"error": "not found"}')
 
             def do_POST(self) -> None:
+                why = self._refusal(api=True)
+                if why is not None:
+                    self._refuse(403, why)
+                    return
+                if self.headers.get_content_type() != "application/json":
+                    self._refuse(415, "the body must be application/json")
+                    return
                 try:
                     length = int(self.headers.get("content-length", 0))
+                    if not 0 <= length <= _MAX_BODY:
+                        self._refuse(413, "the body is too large")
+                        return
                     body = orjson.loads(self.rfile.read(length) or b"{}")
+                    if not isinstance(body, dict):
+                        raise ValueError("the body must be a JSON object")
+                    path = self._path()
                     with lock:
-                        if self.path == "/api/answer":
+                        if path == "/api/answer":
                             queue.answer(str(body.get("id")), str(body.get("answer")))
-                        elif self.path == "/api/undo":
+                        elif path == "/api/undo":
                             queue.undo(str(body.get("id")))
                         else:
                             self._send(404, b'{"error": "not found"}')
@@ -70,7 +164,7 @@ class ReviewServer:
                 except (RelmergeError, orjson.JSONDecodeError, ValueError) as error:
                     self._send(400, orjson.dumps({"error": str(error)}))
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.RequestHandlerClass = Handler
         self._thread: threading.Thread | None = None
 
     @property

@@ -104,6 +104,8 @@ class ExactStage:
             for bucket in buckets:
                 outcome.decisions.append(self._identical_decision(bucket, merged_units))
         current.sort(key=lambda unit: unit.first)
+        if self.defer_llm or not self.llm.available:
+            self.on_group_done(len(groups))
         if self.defer_llm:
             outcome.units = current
             return outcome
@@ -122,6 +124,8 @@ class ExactStage:
                     )
                 )
             return outcome
+        # Groups settled by the rules count now; the others as their first round ends.
+        self.on_group_done(len(groups) - len(self._pending(current, set())))
         return await self._run_rounds(current, outcome)
 
     async def _run_rounds(self, current: list[Unit], outcome: ExactOutcome) -> ExactOutcome:
@@ -209,12 +213,16 @@ class ExactStage:
                 break
             led.add(leader.members)
             partners = [u for u in parts if u is not leader and undecided(leader, u)]
-            batch = sorted([leader, *partners[: batch_size - 1]], key=lambda unit: unit.first)
+            # A batch of one could merge nothing: with llm_batch_size = 1 each batch is the
+            # leader (the accumulated result) and one record, as in Heta.
+            batch = sorted(
+                [leader, *partners[: max(1, batch_size - 1)]], key=lambda unit: unit.first
+            )
             try:
                 async with self._limit:
                     answer, result = await ask_merge(self.llm, batch, self.config)
             except GroupFailed as failure:
-                self.on_group_done(1)
+                self._group_done(round_number)
                 return self._failed(group, failure, round_number)
             in_batch = {unit.members for unit in batch}
             rest = [unit for unit in parts if unit.members not in in_batch]
@@ -240,9 +248,14 @@ class ExactStage:
                     round=round_number,
                 )
             )
-        self.on_group_done(1)
+        self._group_done(round_number)
         learnt = {pair for pair in distinct if pair not in (known or set())}
         return _GroupResult(parts, learnt, decisions)
+
+    def _group_done(self, round_number: int) -> None:
+        """Progress counts a key's group once: later rounds re-form merged groups."""
+        if round_number == 1:
+            self.on_group_done(1)
 
     def _fields(self, members: list[Unit], fields: dict[str, Any]) -> dict[str, Any]:
         """The LLM's merged fields, unless it saw a member cut short: then the members'

@@ -26,9 +26,15 @@ from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.stages.exact import exact_key
 from relmerge.stages.semantic.blocking import BlockKey, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import ReportSink
-from relmerge.stages.semantic.text import RelationRows, UnitVectors, embed_units
+from relmerge.stages.semantic.text import (
+    RelationRows,
+    UnitVectors,
+    embed_units,
+    wanted_texts,
+)
 from relmerge.units import Originals, Unit, merge_units
 
 Pair = frozenset[tuple[int, ...]]
@@ -43,7 +49,8 @@ class SemanticOutcome:
     rounds: int = 0
     failed_block_count: int = 0
     llm_needed_pair_count: int = 0
-    merge_count: int = 0
+    merge_count: int = 0  # merges across exact keys (semantic merges)
+    exact_merge_count: int = 0  # merges within an exact key decided here (see _count_merges)
     pair_counts: dict[str, int] = field(default_factory=dict)
     tier_counts: dict[str, int] = field(default_factory=dict)
 
@@ -106,11 +113,16 @@ class SemanticStage:
         engine: BlockEngine | None = None,
         report: ReportSink | None = None,
         shared_names: frozenset[str] = frozenset(),
+        on_texts: Callable[[int], None] = lambda n: None,
+        on_embedded: Callable[[int], None] = lambda n: None,
     ) -> None:
         """``engine`` decides the blocks (default: :class:`LocalEngine`, this process);
         ``report`` collects the units for the cross-block entity report (run after all
         chunks of blocks); ``shared_names`` are the batch's names that prove nothing
-        (see ``relmerge.decide.scores``)."""
+        (see ``relmerge.decide.scores``). Progress: ``on_block_done`` hears of blocks of
+        two or more records settled (decided, or merged whole by the exact stage);
+        ``on_texts`` how many distinct texts a chunk embeds, ``on_embedded`` how many
+        are done."""
         self.config = config
         self.llm = llm
         self.embedder = embedder
@@ -122,6 +134,8 @@ class SemanticStage:
         self.engine: BlockEngine = engine or LocalEngine()
         self.report = report
         self.shared_names = shared_names
+        self.on_texts = on_texts
+        self.on_embedded = on_embedded
         self._decider = BlockDecider(
             config, llm, originals, asyncio.Semaphore(config.concurrency), memory
         )
@@ -157,7 +171,11 @@ class SemanticStage:
             embedded = [multi or report_needs(u) for multi, u in zip(in_multi, units, strict=True)]
         limit = self.config.embedding_description_chars
         texts = [embedding_text(unit.relation, limit) for unit in units]
-        embedding = asyncio.ensure_future(embed_units(texts, self.embedder, embedded))
+        names = [unit.relation.name for unit in units]
+        self.on_texts(len(wanted_texts(texts, embedded)) + len(wanted_texts(names, embedded)))
+        embedding = asyncio.ensure_future(
+            embed_units(texts, self.embedder, embedded, self.on_embedded)
+        )
         await asyncio.sleep(0)  # the embedding starts (in threads) before the features
         try:
             features = {
@@ -170,8 +188,8 @@ class SemanticStage:
             raise
         descriptions = await embedding
         # Names repeat a lot ("related", "下辖"): each distinct name is embedded once.
-        names = await embed_units([unit.relation.name for unit in units], self.embedder, embedded)
-        return PreparedUnits(units, blocks, features, descriptions, names, embedded)
+        name_vectors = await embed_units(names, self.embedder, embedded, self.on_embedded)
+        return PreparedUnits(units, blocks, features, descriptions, name_vectors, embedded)
 
     async def decide(self, prepared: PreparedUnits) -> SemanticOutcome:
         """Blocks → scores → tiers → LLM → merged units."""
@@ -180,6 +198,10 @@ class SemanticStage:
         blocks = prepared.blocks
         outcome.pair_counts = block_pair_counts(blocks)
         multi = [members for members in blocks.values() if len(members) > 1]
+        # A block of several records the exact stage merged whole has nothing left to decide
+        self.on_block_done(
+            sum(1 for m in blocks.values() if len(m) == 1 and len(units[m[0]].members) > 1)
+        )
         jobs = LazyJobs(
             multi,
             lambda members: self._job(units, members, prepared),
@@ -190,7 +212,6 @@ class SemanticStage:
             symmetric = [features[i].symmetric for i in members]
             final.extend(self._apply(units, members, result, outcome, symmetric))
         outcome.units = sorted(final, key=lambda unit: unit.first)
-        outcome.merge_count = len(units) - len(outcome.units)
         if self.report is not None:
             rows = RelationRows(prepared.descriptions, prepared.names)
             self.report.add(units, rows, prepared.embedded)
@@ -257,6 +278,7 @@ class SemanticStage:
         merged = []
         for cluster in result.clusters:
             cluster_units = [local[i] for i in cluster]
+            _count_merges(cluster_units, outcome)
             lead = local[cluster_lead(cluster, symmetric)]
             written = result.fields.get(cluster[0])
             if written is not None and written.members == frozenset(cluster):
@@ -266,3 +288,13 @@ class SemanticStage:
                 fields = rule_fields([self.originals[i] for i in members], lead.relation)
             merged.append(merge_units(cluster_units, self.originals, fields, lead))
         return merged
+
+
+def _count_merges(cluster: Sequence[Unit], outcome: SemanticOutcome) -> None:
+    """Count a cluster's merges: those within one exact key are exact merges, wherever they
+    were decided (with the semantic stage on, an exact-key group that needs an LLM is
+    decided inside its block's request), the rest are semantic merges. A cluster of n units
+    whose exact keys form k groups makes n - k exact merges and k - 1 semantic ones."""
+    keys = len({exact_key(unit.relation) for unit in cluster})
+    outcome.exact_merge_count += len(cluster) - keys
+    outcome.merge_count += keys - 1

@@ -6,7 +6,7 @@ vectors of a chunk's units without a copy per unit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -61,15 +61,50 @@ class RelationRows:
         return relation_vectors(self.descriptions[indices], self.names[indices])
 
 
+def distinct_count(texts: Sequence[str]) -> int:
+    return len(set(texts))
+
+
+_SHARED_BATCH = 4096  # the default embedder shares a batch this large with its helper
+
+
+def _slice_size(count: int) -> int:
+    """Texts per call to the embedder: small enough for progress to move, and, for a
+    large batch, equal slices of at least 4,096 texts (each shared by both processes).
+    The slices depend only on the distinct texts, so every engine batches them alike."""
+    if count < _SHARED_BATCH:
+        return 256
+    slices = count // _SHARED_BATCH
+    return -(-count // slices)
+
+
+def wanted_texts(texts: Sequence[str], wanted: Sequence[bool] | None) -> list[str]:
+    """The distinct texts of the units ``wanted`` marks (all of them without it)."""
+    chosen = texts if wanted is None else [t for t, w in zip(texts, wanted, strict=True) if w]
+    return list(dict.fromkeys(chosen))
+
+
 async def embed_units(
-    texts: Sequence[str], embedder: EmbeddingModel, wanted: Sequence[bool] | None = None
+    texts: Sequence[str],
+    embedder: EmbeddingModel,
+    wanted: Sequence[bool] | None = None,
+    on_embedded: Callable[[int], None] = lambda n: None,
 ) -> UnitVectors:
     """Embed the distinct ``texts`` once; one row index per text. With ``wanted``, only
-    the texts of the units it marks are embedded (the others' row is -1: none)."""
-    chosen = texts if wanted is None else [t for t, w in zip(texts, wanted, strict=True) if w]
-    distinct = list(dict.fromkeys(chosen))
+    the texts of the units it marks are embedded (the others' row is -1: none).
+    ``on_embedded`` hears how many more distinct texts are embedded, slice by slice."""
+    distinct = wanted_texts(texts, wanted)
     position = {text: row for row, text in enumerate(distinct)}
-    matrix = await embedder.embed(distinct) if distinct else np.zeros((0, 0), np.float32)
+    step = _slice_size(len(distinct))
+    parts = []
+    for start in range(0, len(distinct), step):
+        part = distinct[start : start + step]
+        parts.append(await embedder.embed(part))
+        on_embedded(len(part))
+    if not parts:
+        matrix: Vectors = np.zeros((0, 0), np.float32)
+    else:
+        matrix = parts[0] if len(parts) == 1 else np.concatenate(parts)
     if wanted is None:
         rows = np.fromiter((position[t] for t in texts), np.intp, len(texts))
     else:
