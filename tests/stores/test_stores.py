@@ -99,3 +99,32 @@ async def test_temp_files_of_killed_writers_are_swept_and_only_under_the_prefix(
     assert await store.remove_interrupted_writes("deduplicated_relations/") == 1
     assert not dead.exists() and elsewhere.exists()
     assert (tmp_path / "deduplicated_relations" / "a.json").read_bytes() == b"{}"
+
+
+async def test_put_many_writes_new_objects_in_place_and_replaces_old_ones_atomically(
+    tmp_path: Path,
+) -> None:
+    store = LocalStore(tmp_path)
+    await store.put_many([("r/a.json", b"first"), ("r/b.json", b"other")])
+    a = tmp_path / "r" / "a.json"
+    inode = a.stat().st_ino
+    assert a.read_bytes() == b"first"
+    # An object the store already holds is replaced by a rename (a new inode): a reader of
+    # the old object never sees it cut short.
+    await store.put_many([("r/a.json", b"second")])
+    assert a.read_bytes() == b"second" and a.stat().st_ino != inode
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["a.json", "b.json"]
+
+
+async def test_put_many_leaves_no_new_object_cut_short_when_a_write_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path)
+
+    def full_disk(descriptor: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("relmerge.stores.local.os.write", full_disk)
+    with pytest.raises(StoreError, match="No space left"):
+        await store.put_many([("r/a.json", b"data")])
+    assert not (tmp_path / "r" / "a.json").exists()

@@ -17,10 +17,15 @@ _WRITE_THREADS = 8
 
 
 class LocalStore:
-    """Keys are paths below ``root``; each write goes to a temp file then ``os.replace``.
+    """Keys are paths below ``root``; a write replaces an object through a temp file and
+    ``os.replace``.
 
     The rename makes a write atomic against crashes of the process: a reader sees the old
-    bytes or the new ones, never a prefix.
+    bytes or the new ones, never a prefix. :meth:`put_many` (a run's relation files)
+    writes an object the store does not hold yet in place, which costs a third of the
+    file-system work: a crash can then leave a new object cut short, but never one a
+    reader had before, and the re-run that writes it again replaces it whole (a run's
+    outputs are complete only once its result file, written with :meth:`put`, exists).
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -46,11 +51,12 @@ class LocalStore:
         self._write(key, data)
 
     async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """Write many objects; a few threads overlap the file-system round trips."""
+        """Write many objects; a few threads overlap the file-system round trips. A new
+        object is written in place, an existing one replaced atomically (see above)."""
         for key, _ in items:
             validate_key(key)
         with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
-            for future in [pool.submit(self._write, key, data) for key, data in items]:
+            for future in [pool.submit(self._write_new, key, data) for key, data in items]:
                 future.result()
 
     async def put_parts(self, key: str, parts: Iterable[bytes]) -> None:
@@ -58,15 +64,40 @@ class LocalStore:
         whole); atomic as :meth:`put`."""
         await asyncio.to_thread(self._write, key, parts)
 
+    def _write_new(self, key: str, data: bytes) -> None:
+        """Write ``key`` in place if the store does not hold it yet, else as :meth:`_write`."""
+        path = self.path_of(key)
+        try:
+            self._make_parent(path)
+            try:
+                descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                self._write(key, data)
+                return
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(descriptor, view) :]
+            except BaseException:  # a full disk, say: no object cut short is left
+                os.close(descriptor)
+                path.unlink(missing_ok=True)
+                raise
+            os.close(descriptor)
+        except OSError as error:
+            raise StoreError(f"cannot write {key!r} in {self.root}: {error.strerror}") from None
+
+    def _make_parent(self, path: Path) -> None:
+        if path.parent not in self._made_dirs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made_dirs.add(path.parent)
+
     def _write(self, key: str, data: bytes | Iterable[bytes]) -> None:
         path = self.path_of(key)
         # One writer per key at a time within a process: pid + a counter make the temp
         # name unique without mkstemp's extra system calls.
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{next(_counter)}.tmp")
         try:
-            if path.parent not in self._made_dirs:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._made_dirs.add(path.parent)
+            self._make_parent(path)
             try:
                 with open(tmp, "wb") as handle:
                     if isinstance(data, bytes | bytearray | memoryview):
