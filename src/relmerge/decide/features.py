@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from relmerge.decide.lexicon import Lexicon, TermSet
+from relmerge.decide.lexicon import Lexicon
 from relmerge.decide.numbers import extract_numbers
 from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_key_text
@@ -52,16 +52,6 @@ def batch_shared_names(counts: Mapping[str, int], total: int, share: float) -> f
 FUZZY_TEXT_CHARS = 2000
 
 
-def _sides(pairs: list[tuple[TermSet, TermSet]], text: str) -> frozenset[tuple[int, int]]:
-    """Which side of each word pair ``text`` holds (pairs found on both sides are skipped)."""
-    found = set()
-    for index, (left, right) in enumerate(pairs):
-        has_left, has_right = left.any_in(text), right.any_in(text)
-        if has_left != has_right:
-            found.add((index, 0 if has_left else 1))
-    return frozenset(found)
-
-
 def _kind(text: str, lexicon: Lexicon) -> Kind:
     event, state = lexicon.events.any_in(text), lexicon.states.any_in(text)
     if event == state:
@@ -96,8 +86,8 @@ def _symmetry(name: str, roles: frozenset[str], passive: bool, lexicon: Lexicon)
     directed = (
         passive
         or lexicon.directed.any_in(rest)
-        or any(terms.any_in(rest) for terms in lexicon.roles.values())
-        or bool(_sides(lexicon.inverse, rest))
+        or bool(lexicon.roles.found_in(rest))
+        or bool(lexicon.inverse.sides(rest))
     )
     if directed:
         return "unknown" if has_symmetric else "directed"
@@ -112,15 +102,13 @@ def _name_features(name: str, lexicon: Lexicon) -> _NameFeatures:
     """The features of a (normalised) name alone, computed once per distinct name."""
     known: _NameFeatures | None = lexicon.name_cache.get(name)
     if known is None:
-        roles = frozenset(role for role, terms in lexicon.roles.items() if terms.any_in(name))
+        roles = lexicon.roles.found_in(name)
         passive = _passive(name, lexicon)
         known = _NameFeatures(
             roles=roles,
-            predicates=frozenset(
-                kind for kind, terms in lexicon.predicates.items() if terms.any_in(name)
-            ),
+            predicates=lexicon.predicates.found_in(name),
             passive=passive,
-            inverse_sides=_sides(lexicon.inverse, name),
+            inverse_sides=lexicon.inverse.sides(name),
             symmetry=_symmetry(name, roles, passive, lexicon),
             kind=_kind(name, lexicon),
             generic_name=not name or name in lexicon.generic,
@@ -146,9 +134,7 @@ def relation_features(
     by_name = _name_features(name, lexicon)
     generic = by_name.generic_name
     lead = description[:_LEAD_CHARS]
-    roles = by_name.roles or frozenset(
-        role for role, terms in lexicon.roles.items() if terms.any_in(description)
-    )
+    roles = by_name.roles or lexicon.roles.found_in(description)
     # A name that says nothing leaves the description to say what kind of fact it is.
     kind = by_name.kind if by_name.kind != "unknown" or not generic else _kind(lead, lexicon)
     passive = by_name.passive or (generic and _passive(lead, lexicon))
@@ -165,7 +151,7 @@ def relation_features(
         # ones add background whose negations say nothing about it.
         negated=lexicon.negation.any_in(f"{name} {lead}"),
         passive=passive,
-        opposite_sides=_sides(lexicon.opposites, f"{name} {description}"),
+        opposite_sides=lexicon.opposites.sides(f"{name} {description}"),
         inverse_sides=by_name.inverse_sides,
         symmetry=by_name.symmetry,
         kind=kind,

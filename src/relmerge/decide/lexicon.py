@@ -62,16 +62,60 @@ class TermSet:
         return self._any.sub(" ", text)
 
 
+class TermPairs:
+    """Pairs of terms (ally / enemy, acquired / acquired by) and which side of each a
+    text holds. One substring pass over every term of every pair finds the few pairs
+    worth a regex: most texts hold none (a pair at a time cost most of the features)."""
+
+    def __init__(self, raw: list[list[str]]) -> None:
+        self.pairs = [(TermSet([left]), TermSet([right])) for left, right in raw]
+        self._owners: dict[str, list[tuple[int, int]]] = {}
+        for index, pair in enumerate(self.pairs):
+            for side, terms in enumerate(pair):
+                for term in terms.terms:
+                    self._owners.setdefault(term, []).append((index, side))
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def sides(self, text: str) -> frozenset[tuple[int, int]]:
+        """(pair index, side) for each pair of which ``text`` holds one side only."""
+        candidates = {
+            owner for term, owners in self._owners.items() if term in text for owner in owners
+        }
+        held = {(index, side) for index, side in candidates if self.pairs[index][side].any_in(text)}
+        return frozenset((index, side) for index, side in held if (index, 1 - side) not in held)
+
+
+class TermGroups(dict[str, TermSet]):
+    """Named sets of terms (roles: CEO → its spellings), and which of them a text holds,
+    with one substring pass over all their terms first (most texts hold none)."""
+
+    def __init__(self, groups: dict[str, list[str]]) -> None:
+        super().__init__({name: TermSet(terms) for name, terms in groups.items()})
+        self._owners: dict[str, list[str]] = {}
+        for name, terms in self.items():
+            for term in terms.terms:
+                self._owners.setdefault(term, []).append(name)
+
+    def found_in(self, text: str) -> frozenset[str]:
+        """The names of the groups with a term in ``text``."""
+        candidates = {
+            name for term, names in self._owners.items() if term in text for name in names
+        }
+        return frozenset(name for name in candidates if self[name].any_in(text))
+
+
 @dataclass
 class Lexicon:
     symmetric: TermSet
     negation: TermSet
-    opposites: list[tuple[TermSet, TermSet]]
-    inverse: list[tuple[TermSet, TermSet]]
+    opposites: TermPairs
+    inverse: TermPairs
     passive: list[re.Pattern[str]]
-    roles: dict[str, TermSet]
+    roles: TermGroups
     # Kinds of relation (capital of, part of, sponsor of, sued …) → their spellings.
-    predicates: dict[str, TermSet] = field(default_factory=dict)
+    predicates: TermGroups = field(default_factory=lambda: TermGroups({}))
     ordinals: dict[str, int] = field(default_factory=dict)
     # Normalised names that only say "some relation" (GraphRAG and LightRAG write no name).
     generic: frozenset[str] = frozenset()
@@ -86,10 +130,6 @@ class Lexicon:
     states: TermSet = field(default_factory=lambda: TermSet([]))
     # What each relation name (normalised) says by itself: names repeat across a batch.
     name_cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-
-def _pairs(raw: list[list[str]]) -> list[tuple[TermSet, TermSet]]:
-    return [(TermSet([left]), TermSet([right])) for left, right in raw]
 
 
 _TERM_KEYS = (
@@ -146,11 +186,11 @@ def load_lexicon() -> Lexicon:
     return Lexicon(
         symmetric=TermSet(terms["symmetric"]),
         negation=TermSet(terms["negation"]),
-        opposites=_pairs(opposites),
-        inverse=_pairs(inverse),
+        opposites=TermPairs(opposites),
+        inverse=TermPairs(inverse),
         passive=[re.compile(pattern) for pattern in terms["passive"]],
-        roles={role: TermSet(spellings) for role, spellings in roles.items()},
-        predicates={kind: TermSet(spellings) for kind, spellings in predicates.items()},
+        roles=TermGroups(roles),
+        predicates=TermGroups(predicates),
         ordinals=ordinals,
         generic=frozenset(normalize_key_text(name) for name in terms["generic"]),
         directed=TermSet(terms["directed"]),
