@@ -8,6 +8,7 @@ in plan order ─► write relations, log decisions and clarifications
 
 from __future__ import annotations
 
+import asyncio
 import time
 from array import array
 from collections import Counter
@@ -464,8 +465,21 @@ async def _deduplicate(
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
     work = EngineFigures(engine.name)
 
+    writing: asyncio.Future[None] | None = None  # the files of the chunk before, on disk
+
+    async def written() -> None:
+        """Wait for the files handed to the store so far (a write error is raised here)."""
+        nonlocal writing
+        if writing is not None:
+            pending, writing = writing, None
+            await pending
+
     async def write(produced: Iterable[tuple[tuple[int, ...], str, bytes]]) -> dict[str, str]:
-        """Write relations (members, id, JSON); the final output id of each member's id."""
+        """Write relations (members, id, JSON); the final output id of each member's id.
+
+        The files go to the store while the next chunk is worked (writing is mostly the
+        disk's time, working a chunk the CPU's); one chunk's files at a time, in order."""
+        nonlocal writing
         files = []
         final_of: dict[str, str] = {}
         for members, relation_id, data in free_merged_ids(produced, intake.ids, taken):
@@ -477,7 +491,10 @@ async def _deduplicate(
                 output_of[index] = relation_id
                 final_of[intake.ids[index]] = relation_id
         phases.add_total("write", len(files))
-        await write_files(store, files, lambda n: phases.advance("write", n))
+        await written()
+        writing = asyncio.ensure_future(
+            write_files(store, files, lambda n: phases.advance("write", n))
+        )
         return final_of
 
     chunks = plan_chunks(intake, config.records_per_chunk)
@@ -533,12 +550,15 @@ async def _deduplicate(
                 ((index,), relation.relation_id, relation.to_json())
                 for index, relation in intake.passthrough
             )
+            await written()
         issues = [*intake.issues, *exact_issues, *semantic_issues]
         if report is not None and embedder is not None:
             with clock.timed("semantic"), meter.stage("report"):
                 issues.extend(await report.issues(EngineEmbedder(engine, run, embedder.name)))
         phases.end("semantic", "llm")
     except BaseException:
+        if writing is not None:  # its thread ends on its own; nothing waits for it
+            writing.cancel()
         encoded.close()
         raise
     finally:

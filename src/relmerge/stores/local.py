@@ -51,13 +51,24 @@ class LocalStore:
         self._write(key, data)
 
     async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        """Write many objects; a few threads overlap the file-system round trips. A new
-        object is written in place, an existing one replaced atomically (see above)."""
+        """Write many objects; a few threads overlap the file-system round trips, and the
+        event loop goes on meanwhile. A new object is written in place, an existing one
+        replaced atomically (see above)."""
         for key, _ in items:
             validate_key(key)
-        with ThreadPoolExecutor(max_workers=_WRITE_THREADS) as pool:
-            for future in [pool.submit(self._write_new, key, data) for key, data in items]:
+        await asyncio.to_thread(self._put_many, items)
+
+    def _put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        # Each thread writes a slice of its own: a future per file cost more than the file.
+        threads = max(1, min(_WRITE_THREADS, len(items) // 16))
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            slices = [items[start::threads] for start in range(threads)]
+            for future in [pool.submit(self._write_slice, part) for part in slices]:
                 future.result()
+
+    def _write_slice(self, items: Sequence[tuple[str, bytes]]) -> None:
+        for key, data in items:
+            self._write_new(key, data)
 
     async def put_parts(self, key: str, parts: Iterable[bytes]) -> None:
         """Write one object from ``parts`` as they come (a large log never sits in memory
