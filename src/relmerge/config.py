@@ -221,7 +221,7 @@ class DeduplicateRelationsConfig(BaseModel):
         ):
             raise ValueError(
                 "auto_keep_cosine and auto_keep_description_cosine must not exceed "
-                "similarity_threshold (pairs at or above the threshold are semantic candidates)"
+                "similarity_threshold (a pair that close is never kept apart without the LLM)"
             )
         return self
 

@@ -115,8 +115,9 @@ class RunOutput:
 
 
 class _Clock:
-    """Seconds per stage. Chunks overlap (one is embedded while another is decided), so
-    the stages' seconds can add up to more than the total."""
+    """Seconds per stage. Work overlaps (a chunk's files are written while the next one is
+    worked; Ray workers work chunks side by side), so the stages' seconds can add up to
+    more than the total."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}

@@ -216,8 +216,9 @@ def run_command(
     quiet: bool,
     **options: Any,
 ) -> None:
-    """Deduplicate the relations in INPUT (JSONL file, directory of relation JSON files, or
-    an object-store directory with relation_keys.json) and write the results to OUT.
+    """Deduplicate the relations in INPUT (a JSONL, JSON-array or Parquet file, a directory
+    of relation JSON files, or an object-store directory with relation_keys.json) and write
+    the results to OUT. A GraphRAG or LightRAG folder goes through `relmerge import` first.
 
     INPUT and OUT may be object-store URLs (s3://bucket/prefix): INPUT a .jsonl object, a
     prefix holding relation_keys.json or a prefix of relation .json objects. Answers given

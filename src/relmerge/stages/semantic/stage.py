@@ -61,7 +61,7 @@ class PreparedUnits:
     vectors and name vectors: ready to be decided.
 
     A unit alone in its block is never scored, so it gets no features, and vectors only
-    when the cross-block report may compare it (see ``neighbours.report_candidates``).
+    when the cross-block report may compare it (see ``partners.report_candidates``).
     """
 
     units: Sequence[Unit]
