@@ -162,17 +162,34 @@ def main() -> None:
         if child.returncode != 0:
             raise SystemExit(f"relmerge run failed with exit code {child.returncode}")
         wall = time.perf_counter() - started
+        # The run's processes (the helper included, reaped by the run): user and kernel CPU.
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         # ru_maxrss of the biggest process: a check on the sampled figure of the whole tree.
-        largest_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        peak_mib = max(peak_mib, largest_mib)
+        peak_mib = max(peak_mib, usage.ru_maxrss / 1024)
         result = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+        # Printed before the temporary folder goes: removing a million files takes minutes
+        # on some disks.
+        _report(args, shape, result, wall, peak_mib, usage, target_seconds, target_mib)
+
+
+def _report(
+    args: argparse.Namespace,
+    shape: dict[str, Any],
+    result: dict[str, Any],
+    wall: float,
+    peak_mib: float,
+    usage: resource.struct_rusage,
+    target_seconds: int,
+    target_mib: int,
+) -> None:
     seconds = result["seconds"]
     print(f"stages (s): {json.dumps(seconds)}")
     print(
         f"{args.size:,} relations -> {result['output_relation_count']:,}: "
         f"{wall:.1f} s end to end (target {target_seconds} s), "
         f"peak RSS {peak_mib:,.0f} MiB (target {target_mib:,} MiB), "
-        f"{args.size / wall:,.0f} relations/s"
+        f"{args.size / wall:,.0f} relations/s; CPU of the run's processes: "
+        f"{usage.ru_utime:.0f} s user, {usage.ru_stime:.0f} s kernel"
     )
     print(
         json.dumps(
@@ -181,6 +198,8 @@ def main() -> None:
                 "seconds": seconds,
                 "wall_seconds": round(wall, 1),
                 "peak_rss_mib": round(peak_mib),
+                "cpu_user_s": round(usage.ru_utime, 1),
+                "cpu_kernel_s": round(usage.ru_stime, 1),
                 "output_relations": result["output_relation_count"],
                 "chunks": result["chunk_count"],
                 "embedding": args.embedding,
@@ -189,7 +208,8 @@ def main() -> None:
                 "driver_cpu_s": result["engine"]["driver_cpu_s"],
                 "load_average": os.getloadavg(),
             }
-        )
+        ),
+        flush=True,
     )
 
 

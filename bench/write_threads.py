@@ -1,0 +1,82 @@
+"""How many threads should write a run's relation files? Wall time and CPU, measured.
+
+Writes N relation-sized files (about 700 bytes, as a GraphRAG-shaped run's) into a new
+directory through ``LocalStore``'s own write of a new object, with 1, 2 and 8 threads
+each taking a slice, in turn, ``--repeat`` times; prints the wall seconds and the CPU
+seconds of this process (user + kernel) of each. Creating files in one directory is
+serialised by the kernel's lock on it: more threads cannot make it faster, and the CPU
+they spend waiting on the lock is taken from the run's other work on a machine of few
+cores. Nothing is deleted between the rounds (a deletion makes the next creations slower
+on some disks for a while); the folder is removed at the end.
+
+    .venv/bin/python bench/write_threads.py --files 20000 --repeat 3 [--dir /path/on/the/disk]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from relmerge.stores.local import LocalStore
+
+THREADS = (1, 2, 8)
+
+
+def _write(store: LocalStore, items: list[tuple[str, bytes]], threads: int) -> None:
+    def write_slice(part: list[tuple[str, bytes]]) -> None:
+        for key, data in part:
+            store._write_new(key, data)
+
+    if threads == 1:
+        write_slice(items)
+        return
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for future in [pool.submit(write_slice, items[i::threads]) for i in range(threads)]:
+            future.result()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir)")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="relmerge-write-threads-", dir=args.dir))
+    data = b'{"relation_id": "relation_0", "description": "' + b"x" * 640 + b'"}'
+    figures: dict[int, list[tuple[float, float]]] = {threads: [] for threads in THREADS}
+    try:
+        for round_ in range(args.repeat):
+            for threads in THREADS:
+                store = LocalStore(root / f"{threads}-{round_}")
+                items = [
+                    (f"deduplicated_relations/relation_{i:016x}.json", data)
+                    for i in range(args.files)
+                ]
+                cpu, started = os.times(), time.perf_counter()
+                _write(store, items, threads)
+                wall, after = time.perf_counter() - started, os.times()
+                used = after.user - cpu.user + after.system - cpu.system
+                figures[threads].append((wall, used))
+                print(
+                    f"round {round_ + 1}, {threads} thread(s): {wall:.2f} s wall, {used:.2f} s CPU"
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{args.files:,} files per write, median of {args.repeat} rounds:")
+    for threads, rows in figures.items():
+        wall = statistics.median(row[0] for row in rows)
+        used = statistics.median(row[1] for row in rows)
+        print(
+            f"{threads} thread(s): {wall:.2f} s wall, {used:.2f} s CPU "
+            f"({1e6 * used / args.files:.0f} µs CPU per file)"
+        )
+
+
+if __name__ == "__main__":
+    main()
