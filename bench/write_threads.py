@@ -4,10 +4,12 @@ Writes N relation-sized files (about 700 bytes, as a GraphRAG-shaped run's) into
 directory through ``LocalStore``'s own write of a new object, with 1, 2 and 8 threads
 each taking a slice, in turn, ``--repeat`` times; prints the wall seconds and the CPU
 seconds of this process (user + kernel) of each. Creating files in one directory is
-serialised by the kernel's lock on it: more threads cannot make it faster, and the CPU
-they spend waiting on the lock is taken from the run's other work on a machine of few
-cores. Nothing is deleted between the rounds (a deletion makes the next creations slower
-on some disks for a while); the folder is removed at the end.
+serialised by the kernel's lock on it: on a quiet disk more threads cannot make it faster,
+and the CPU they spend waiting on the lock is taken from the run's other work on a
+machine of few cores. Where a creation waits on the disk (after mass deletions on a disk
+mounted with ``discard``, say) threads overlap the waits; ``LocalStore`` keeps eight for
+that (see its ``put_many``). Nothing is deleted between the rounds (a deletion makes the
+next creations slower on some disks for a while); the folder is removed at the end.
 
     .venv/bin/python bench/write_threads.py --files 20000 --repeat 3 [--dir /path/on/the/disk]
 """
