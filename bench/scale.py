@@ -162,7 +162,7 @@ def main() -> None:
         if child.returncode != 0:
             raise SystemExit(f"relmerge run failed with exit code {child.returncode}")
         wall = time.perf_counter() - started
-        # The run's processes (the helper included, reaped by the run): user and kernel CPU.
+        # The run's processes (its embedding helper included: the run reaps it at the end).
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         # ru_maxrss of the biggest process: a check on the sampled figure of the whole tree.
         peak_mib = max(peak_mib, usage.ru_maxrss / 1024)

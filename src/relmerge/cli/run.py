@@ -28,6 +28,7 @@ from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm, preflight
+from relmerge.providers.use_embed import close_helpers
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import MEMORY_FILE, ReviewQueue
 from relmerge.stores import local_path, open_store
@@ -327,6 +328,7 @@ def run_command(
     finally:
         if cache is not None:
             cache.close()
+        close_helpers()
     if not quiet:
         Console().print(summary_table(result, redact_url(out)))
     unavailable = result["llm_unavailable_group_count"]

@@ -195,6 +195,14 @@ def stop_helpers() -> None:
         helper.kill()
 
 
+def close_helpers() -> None:
+    """Let every embedding helper process this process started finish and reap it (the
+    end of a run: its CPU then counts in this process's children, and none is left to
+    the system to reap)."""
+    for helper in list(_HELPERS):
+        helper.close()
+
+
 def _send(stream: IO[bytes], texts: list[str]) -> None:
     payload = orjson.dumps(texts)
     stream.write(len(payload).to_bytes(8, "little"))
