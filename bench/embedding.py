@@ -21,18 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relmerge.decide.text import embedding_text
 from relmerge.model import ExtractedRelation
 from relmerge.providers.use_embed import _BATCH, UseEmbedder, encode_rows
-from synthetic import generate_semantic
-
-GRAPHRAG = (
-    Path(__file__).resolve().parents[2]
-    / "shared/data/real/graphrag-christmas-carol/relations.jsonl"
-)
+from synthetic import generate_semantic, graphrag_descriptions
 
 
 async def _timed(embedder: UseEmbedder, texts: list[str]) -> tuple[float, np.ndarray]:
@@ -47,10 +41,7 @@ async def main() -> None:
     parser.add_argument("--size", type=int, default=20_000)
     parser.add_argument("--shape", choices=["semantic", "graphrag"], default="semantic")
     args = parser.parse_args()
-    lengths: list[str] = []
-    if args.shape == "graphrag":
-        lines = GRAPHRAG.read_bytes().splitlines()
-        lengths = [orjson.loads(line)["description"] for line in lines if line.strip()]
+    lengths = graphrag_descriptions() if args.shape == "graphrag" else []
     records, _ = generate_semantic(args.size, 0, args.shape, lengths)
     texts = list(
         dict.fromkeys(embedding_text(ExtractedRelation.model_validate(r), 300) for r in records)

@@ -40,13 +40,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relmerge.normalize import normalize_key_text
-from synthetic import generate_semantic
+from synthetic import generate_semantic, graphrag_descriptions
 
 TARGETS = {"semantic": (600, 4096), "graphrag": (360, 3072)}  # seconds, MiB at 1M
-GRAPHRAG = (
-    Path(__file__).resolve().parents[2]
-    / "shared/data/real/graphrag-christmas-carol/relations.jsonl"
-)
 
 
 def _language(text: str) -> str:
@@ -140,10 +136,7 @@ def main() -> None:
     target_seconds, target_mib = TARGETS[args.shape]
 
     started = time.perf_counter()
-    texts = []
-    if args.shape == "graphrag":
-        lines = GRAPHRAG.read_bytes().splitlines()
-        texts = [orjson.loads(line)["description"] for line in lines if line.strip()]
+    texts = graphrag_descriptions() if args.shape == "graphrag" else []
     records, gold = generate_semantic(args.size, args.seed, args.shape, texts)
     shape = structure(records, gold)
     print(f"generated in {time.perf_counter() - started:.1f} s: {json.dumps(shape)}", flush=True)

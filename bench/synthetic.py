@@ -58,6 +58,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # Shares of the batch (see the module docstring).
@@ -790,6 +791,18 @@ def _block_facts(
             seen.add(key)
             facts.append(_SemanticFact(template, source, target, tuple(sorted(slots.items()))))
     return facts
+
+
+GRAPHRAG_RELATIONS = (
+    Path(__file__).resolve().parents[2]
+    / "shared/data/real/graphrag-christmas-carol/relations.jsonl"
+)
+
+
+def graphrag_descriptions() -> list[str]:
+    """The descriptions of real GraphRAG relations: the lengths ``shape="graphrag"`` draws."""
+    lines = GRAPHRAG_RELATIONS.read_bytes().splitlines()
+    return [json.loads(line)["description"] for line in lines if line.strip()]
 
 
 def generate_semantic(
