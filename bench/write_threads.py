@@ -1,15 +1,15 @@
 """How many threads should write a run's relation files? Wall time and CPU, measured.
 
 Writes N relation-sized files (about 700 bytes, as a GraphRAG-shaped run's) into a new
-directory through ``LocalStore``'s own write of a new object, with 1, 2 and 8 threads
-each taking a slice, in turn, ``--repeat`` times; prints the wall seconds and the CPU
-seconds of this process (user + kernel) of each. Creating files in one directory is
-serialised by the kernel's lock on it: on a quiet disk more threads cannot make it faster,
-and the CPU they spend waiting on the lock is taken from the run's other work on a
-machine of few cores. Where a creation waits on the disk (after mass deletions on a disk
-mounted with ``discard``, say) threads overlap the waits; ``LocalStore`` keeps eight for
-that (see its ``put_many``). Nothing is deleted between the rounds (a deletion makes the
-next creations slower on some disks for a while); the folder is removed at the end.
+directory through ``LocalStore.put_many`` itself, with 1, 2 and 8 write threads in turn,
+``--repeat`` times; prints the wall seconds and the CPU seconds of this process (user +
+kernel) of each. Creating files in one directory is serialised by the kernel's lock on
+it: on a quiet disk more threads cannot make it faster, and the CPU they spend waiting on
+the lock is taken from the run's other work on a machine of few cores. Where a creation
+waits on the disk (after mass deletions on a disk mounted with ``discard``, say) threads
+overlap the waits; ``LocalStore`` keeps eight for that (see its ``put_many``). Nothing is
+deleted between the rounds (a deletion makes the next creations slower on some disks for
+a while); the folder is removed at the end.
 
     .venv/bin/python bench/write_threads.py --files 20000 --repeat 3 [--dir /path/on/the/disk]
 """
@@ -17,30 +17,28 @@ next creations slower on some disks for a while); the folder is removed at the e
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from relmerge.stores import local
 from relmerge.stores.local import LocalStore
 
 THREADS = (1, 2, 8)
 
 
 def _write(store: LocalStore, items: list[tuple[str, bytes]], threads: int) -> None:
-    def write_slice(part: list[tuple[str, bytes]]) -> None:
-        for key, data in part:
-            store._write_new(key, data)
-
-    if threads == 1:
-        write_slice(items)
-        return
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for future in [pool.submit(write_slice, items[i::threads]) for i in range(threads)]:
-            future.result()
+    """``store.put_many`` itself, with ``threads`` write threads instead of its eight."""
+    default = local._WRITE_THREADS
+    local._WRITE_THREADS = threads
+    try:
+        asyncio.run(store.put_many(items))
+    finally:
+        local._WRITE_THREADS = default
 
 
 def main() -> None:
