@@ -75,6 +75,7 @@ class ChunkEngine(Protocol):
     consumed lazily: an engine keeps only a bounded number of chunks in flight."""
 
     name: str
+    in_process: bool  # chunks worked by the driver's own process (its meter counts them)
 
     def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]
@@ -86,6 +87,11 @@ class ChunkEngine(Protocol):
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
         """Vectors of ``texts`` by the run's embedder, wherever it runs best."""
+        ...
+
+    async def close(self) -> None:
+        """The run is over: end what the engine started for it (the engine can serve
+        another run afterwards)."""
         ...
 
 
@@ -170,7 +176,8 @@ class Tally:
 class ChunkResult:
     """What one chunk gives the driver. ``outputs``: (members, relation id, relation
     JSON) per output relation, in order of first member. ``cpu``: CPU seconds per stage
-    in the process that worked the chunk; ``node``: the Ray node it ran on ("" here)."""
+    in the process that worked the chunk; ``node``: the Ray node it ran on ("" here);
+    ``process``: the local worker process that worked it (0: the driver)."""
 
     number: int
     outputs: list[tuple[tuple[int, ...], str, bytes]] = field(default_factory=list)
@@ -187,6 +194,7 @@ class ChunkResult:
     wall: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     wall_s: float = 0.0
     node: str = ""
+    process: int = 0
     invalid_answers: int = 0  # unusable LLM answers seen by a worker's model
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
 

@@ -34,7 +34,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.decide.retry import UNAVAILABLE
 from relmerge.engines.figures import EngineFigures
-from relmerge.engines.local import LocalEngine
+from relmerge.engines.local import default_engine
 from relmerge.errors import ConfigError, InputError
 from relmerge.ids import merged_relation_id
 from relmerge.intake import Intake, plan_chunks, take_in
@@ -366,8 +366,10 @@ async def run_pipeline(
     is spent or written (the CLI claims OUT there, so bad input never touches an earlier
     run's outputs). With a ``cache``, an LLM request asked before (in this run or an
     earlier one) is answered from it, not sent again. ``engine`` works the chunks
-    (default: in this process; ``engines.ray_engine.RayEngine``: on Ray workers). A batch
-    larger than ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
+    (default: ``engines.local.default_engine``: worker processes on this machine's CPUs
+    for a batch of several chunks, else this process; ``engines.ray_engine.RayEngine``:
+    on Ray workers); the run closes it when it ends. A batch larger than
+    ``config.records_per_chunk`` is decided a chunk of whole blocks at a time.
     The logs (``decisions_key``, ``clarifications_key``, ``rejected_key``) are written under
     ``log_prefix`` (the step: a prefix naming the run), at the store's root without one.
     ``preflight_requests``: the requests the caller's preflight sent (reported, not
@@ -448,7 +450,6 @@ async def _deduplicate(
         on_invalid=lambda: phases.count("llm", "retried"),
     )
     semantic_on = config.semantic_merge and embedder is not None
-    engine = engine or LocalEngine()
     contexts = canonical_entities(entities, mapping)
     report = (
         EntityReport(config.similarity_threshold, config.entity_report_limit)
@@ -464,7 +465,6 @@ async def _deduplicate(
     keys_written: list[str] = []
     encoded = ParkedBytes()  # the output relations' JSON, parked on disk
     output_of: list[str] = [""] * len(intake.ids)  # input index -> output relation id
-    work = EngineFigures(engine.name)
 
     writing: asyncio.Future[None] | None = None  # the files of the chunk before, on disk
 
@@ -499,6 +499,8 @@ async def _deduplicate(
         return final_of
 
     chunks = plan_chunks(intake, config.records_per_chunk)
+    engine = engine or default_engine(len(chunks), embedder if semantic_on else None)
+    work = EngineFigures(engine.name, engine.in_process)
     settings = ChunkSettings(
         config,
         contexts,
@@ -565,6 +567,7 @@ async def _deduplicate(
     finally:
         if report is not None:
             report.close()
+        await engine.close()
 
     order = sorted(range(len(firsts)), key=firsts.__getitem__)  # input order
     keys = [keys_written[i] for i in order]

@@ -63,7 +63,7 @@ def test_two_nodes_write_the_local_outputs(cluster: RayCluster, tmp_path: Path) 
     config = tmp_path / "relmerge.toml"
     config.write_text("records_per_chunk = 120\n")  # several chunks: both nodes get work
     with LLMServer(handler=gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))) as server:
-        local = _run(tmp_path / "local", server.base_url, config)
+        local = _run(tmp_path / "local", server.base_url, config, "--workers", "0")
         local_requests = len(server.group_requests)
         distributed = _run(
             tmp_path / "ray", server.base_url, config, "--engine", "ray",

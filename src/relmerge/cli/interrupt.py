@@ -107,12 +107,19 @@ def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def stop_helpers() -> None:
-    """End what the command started besides its own process: embedding helper processes
-    and a Ray runtime (its workers and actors)."""
+    """End what the command started besides its own process: embedding helper processes,
+    local worker processes and a Ray runtime (its workers and actors)."""
     from relmerge.providers.use_embed import stop_helpers as stop_embedding_helpers
 
     stop_embedding_helpers()
+    _stop_workers()
     _stop_ray()
+
+
+def _stop_workers() -> None:
+    module = sys.modules.get("relmerge.engines.processes")
+    if module is not None:
+        module.stop_workers()
 
 
 def _stop_ray() -> None:
@@ -127,6 +134,7 @@ def _overrun(signum: int, message: str) -> None:
     from relmerge.providers.use_embed import stop_helpers as stop_embedding_helpers
 
     stop_embedding_helpers()
+    _stop_workers()
     _stop_ray()  # its agents would outlive this process
     click.echo(message, err=True)
     _leave(128 + signum)

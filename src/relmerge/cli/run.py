@@ -82,6 +82,19 @@ def ray_engine(address: str | None) -> ChunkEngine:
     return RayEngine(address)
 
 
+def local_engine(workers: int | None) -> ChunkEngine | None:
+    """``--workers``: None lets the run choose (``engines.local.default_engine``)."""
+    if workers is None:
+        return None
+    if workers == 0:
+        from relmerge.engines.local import LocalEngine
+
+        return LocalEngine()
+    from relmerge.engines.processes import ProcessEngine
+
+    return ProcessEngine(workers)
+
+
 _JSON_VALUE = re.compile(r"^(true|false|null|-?\d+(\.\d+)?|\{.*\}|\[.*\])$", re.DOTALL)
 
 
@@ -174,6 +187,15 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "(pip install relmerge[ray]).",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="With --engine local: N worker processes work whole chunks side by side while "
+    "this process reads, serves the LLM and writes; 0: everything in this process "
+    "[default: one per CPU for a batch of several chunks (records_per_chunk) embedded by "
+    "the default or hash model, else 0].",
+)
+@click.option(
     "--ray-address",
     metavar="ADDR",
     help="Ray cluster to join with --engine ray (ray://host:10001, host:6379 or auto) "
@@ -211,6 +233,7 @@ def run_command(
     overwrite: bool,
     dry_run: bool,
     engine: str,
+    workers: int | None,
     ray_address: str | None,
     llm_breaker_groups: int | None,
     no_preflight: bool,
@@ -258,7 +281,9 @@ def run_command(
         raise click.UsageError("--cache must be a local file (SQLite), not a URL")
     if ray_address is not None and engine != "ray":
         raise click.UsageError("--ray-address needs --engine ray")
-    block_engine = ray_engine(ray_address) if engine == "ray" else None
+    if workers is not None and engine != "local":
+        raise click.UsageError("--workers is for --engine local (Ray has its own workers)")
+    block_engine = ray_engine(ray_address) if engine == "ray" else local_engine(workers)
     out_dir = local_path(out)  # None: OUT is in an object store
     default_cache = out_dir / CACHE_FILE if out_dir is not None else remote_cache_path(out)
     cache = None if no_cache else RunCache(cache_path or default_cache)

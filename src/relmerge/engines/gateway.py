@@ -1,10 +1,12 @@
-"""One door for the LLM requests of every Ray worker: the driver's own model answers them.
+"""One door for the LLM requests of every worker: the driver's own model answers them.
 
 Workers cannot share the run's model object (its budget, cache, rate limit and counters
-live in the driver), so each worker gets a :class:`GatewayModel` that hands its request to
-the :class:`LLMGateway` actor; the driver takes queued requests from the actor, answers
+live in the driver), so each worker gets a :class:`GatewayModel` that hands its request
+through a :class:`Door` to the driver. On Ray the door is the :class:`LLMGateway` actor
+(:class:`RayDoor`): the driver takes queued requests from the actor, answers
 them with the run's wrapped model under one semaphore of ``concurrency`` (the global
-limit), and replies. Accounting, cache, budget and circuit breaker thus stay exactly where
+limit), and replies; local worker processes have a pipe to the driver instead
+(``engines.processes``). Accounting, cache, budget and circuit breaker thus stay exactly where
 a local run keeps them; a worker's question that got no answer at all is reported to the
 driver's breaker through the same queue (``note_unreachable``). Errors cross the process
 boundary as plain tuples: ``ProviderError`` has a keyword-only constructor that pickle
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, Protocol
 
 from relmerge.decide.retry import report_unreachable
 from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderError
@@ -97,14 +99,38 @@ class LLMGateway:
             answer.set_result(outcome)
 
 
+class Door(Protocol):
+    """A worker's way to something the driver serves (the LLM, the embedding desk)."""
+
+    async def ask(self, request: Any) -> Outcome: ...
+
+    def note_unreachable(self) -> None:
+        """Tell the driver's breaker that a question got no answer at all (no reply)."""
+        ...
+
+
+class RayDoor:
+    """A :class:`Door` through an actor of :class:`LLMGateway`."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def ask(self, request: Any) -> Outcome:
+        outcome: Outcome = await self.actor.ask.remote(request)
+        return outcome
+
+    def note_unreachable(self) -> None:
+        self.actor.note_unreachable.remote()  # no reply to wait for
+
+
 class GatewayModel:
-    """The worker's model: every request goes through the gateway to the driver's model.
+    """The worker's model: every request goes through the door to the driver's model.
 
     Unusable answers are counted here (``note_invalid``) and added to the driver's
     accounting when the worker's results come back.
     """
 
-    def __init__(self, gateway: Any, name: str, available: bool) -> None:
+    def __init__(self, gateway: Door | None, name: str, available: bool) -> None:
         self.gateway = gateway
         self.name = name
         self.available = available
@@ -115,15 +141,26 @@ class GatewayModel:
 
     def note_unreachable(self) -> None:
         if self.gateway is not None:
-            self.gateway.note_unreachable.remote()  # no reply to wait for
+            self.gateway.note_unreachable()
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         if self.gateway is None:
             raise ProviderError("no language model is configured (--llm none)", retryable=False)
-        outcome: Outcome = await self.gateway.ask.remote(request)
+        outcome = await self.gateway.ask(request)
         raise_failure(outcome)
         result: LLMResult = outcome[1]
         return result
+
+
+async def answer(model: Any, request: Any, errors: list[BaseException]) -> Outcome:
+    """``model``'s answer to a worker's request, as an outcome that crosses processes."""
+    try:
+        return "ok", await model.invoke(request)
+    except ProviderError as error:
+        return provider_failure(error)
+    except Exception as error:  # a bug: the run fails with it (``errors``), the worker is freed
+        errors.append(error)
+        return "error", f"{type(error).__name__}: {error}"
 
 
 class GatewayServer:
@@ -138,15 +175,8 @@ class GatewayServer:
         self._answering: set[asyncio.Task[None]] = set()
 
     async def _answer(self, request_id: int, request: LLMRequest) -> None:
-        outcome: Outcome
         async with self.limit:
-            try:
-                outcome = "ok", await self.model.invoke(request)
-            except ProviderError as error:
-                outcome = provider_failure(error)
-            except Exception as error:  # a bug: the run fails with it, the worker is freed
-                self.errors.append(error)
-                outcome = "error", f"{type(error).__name__}: {error}"
+            outcome = await answer(self.model, request, self.errors)
         await landed(self.gateway.reply.remote(request_id, outcome))
 
     async def serve(self) -> None:

@@ -1,17 +1,35 @@
-"""The default engine: a run's chunks in this process, one after the other.
+"""The local engines: a run's chunks in this process, one after the other, or side by
+side in worker processes (``engines.processes``), and which of them a run gets.
 
-Each chunk is worked by ``relmerge.chunk.work_chunk`` with the driver's model and
-embedder; its blocks are decided concurrently on this event loop (``base.LocalEngine``).
+In this process each chunk is worked by ``relmerge.chunk.work_chunk`` with the driver's
+model and embedder; its blocks are decided concurrently on this event loop
+(``base.LocalEngine``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
-from relmerge.chunk import ChunkResult, ChunkRun, ChunkTask, work_chunk
+from relmerge.chunk import ChunkEngine, ChunkResult, ChunkRun, ChunkTask, work_chunk
 from relmerge.engines import base
-from relmerge.providers.embedding import Vectors
+from relmerge.providers.embedding import EmbeddingModel, Vectors
+
+
+def default_engine(chunks: int, embedder: EmbeddingModel | None) -> ChunkEngine:
+    """Worker processes, one per CPU (at most one per chunk), when the batch has several
+    chunks and the semantic stage embeds with a model a worker can load itself (the
+    default one, or hash): then the embedding, exact stage and decisions of two chunks
+    run side by side while this process reads and writes. Otherwise this process."""
+    from relmerge.engines.workers import recipe_for
+
+    workers = min(os.cpu_count() or 1, chunks)
+    if workers >= 2 and embedder is not None and recipe_for(embedder) is not None:
+        from relmerge.engines.processes import ProcessEngine
+
+        return ProcessEngine(workers)
+    return LocalEngine()
 
 
 class LocalEngine(base.LocalEngine):
@@ -19,6 +37,7 @@ class LocalEngine(base.LocalEngine):
     concurrently on one event loop."""
 
     name = "local"
+    in_process = True
 
     async def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]
@@ -32,6 +51,9 @@ class LocalEngine(base.LocalEngine):
 
     def describe(self) -> dict[str, Any]:
         return {"workers": 0}
+
+    async def close(self) -> None:
+        """Nothing was started."""
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
         if run.embedder is None:

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncGenerator, Iterator, Sequence
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -41,13 +40,22 @@ from relmerge.engines.gateway import (
     GatewayServer,
     LLMGateway,
     Outcome,
+    RayDoor,
     landed,
     provider_failure,
     raise_failure,
 )
+from relmerge.engines.workers import (
+    DeskModel,
+    EmbedderRecipe,
+    WorkerEmbedder,
+    persistent_layer,
+    recipe_for,
+    worker_base,
+)
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.providers.cached import PersistentEmbedder
-from relmerge.providers.embedding import EmbeddingModel, HashEmbedder, Vectors
+from relmerge.providers.embedding import Vectors
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -58,115 +66,6 @@ def import_ray() -> ModuleType:
     except ImportError as error:
         raise ConfigError(NO_RAY) from error
     return ray
-
-
-def _chain(component: Any) -> Iterator[Any]:
-    """A wrapper and what it wraps (``inner``), outermost first."""
-    while component is not None:
-        yield component
-        component = getattr(component, "inner", None)
-
-
-@dataclass(frozen=True)
-class EmbedderRecipe:
-    """How a worker builds the driver's embedder: ``use`` (the default, one process per
-    task: Ray runs a task per CPU) or ``hash`` of ``dim`` dimensions."""
-
-    provider: str
-    dim: int = 512
-
-    def build(self) -> EmbeddingModel:
-        if self.provider == "hash":
-            return HashEmbedder(self.dim)
-        from relmerge.providers.use_embed import UseEmbedder
-
-        return UseEmbedder(processes=1)
-
-
-def recipe_for(embedder: EmbeddingModel | None) -> EmbedderRecipe | None:
-    """The recipe of the embedder under the driver's wrappers, if a worker can build it."""
-    base = list(_chain(embedder))[-1] if embedder is not None else None
-    if isinstance(base, HashEmbedder):
-        return EmbedderRecipe("hash", base.dim)
-    try:
-        from relmerge.providers.use_embed import UseEmbedder
-    except ImportError:  # pragma: no cover - a core dependency
-        return None
-    return EmbedderRecipe("use") if isinstance(base, UseEmbedder) else None
-
-
-def persistent_layer(embedder: EmbeddingModel | None) -> PersistentEmbedder | None:
-    return next((c for c in _chain(embedder) if isinstance(c, PersistentEmbedder)), None)
-
-
-# One embedder per worker process, built on its first task and kept for the later ones:
-# loading the default model takes about a second.
-_WORKER_EMBEDDERS: dict[EmbedderRecipe, EmbeddingModel] = {}
-
-
-def worker_base(recipe: EmbedderRecipe) -> EmbeddingModel:
-    """The process's embedder. No cache of recent texts in front of it: a chunk's texts
-    are embedded as one list, batched as a local run batches them (see ``pipeline``)."""
-    if recipe not in _WORKER_EMBEDDERS:
-        _WORKER_EMBEDDERS[recipe] = recipe.build()
-    return _WORKER_EMBEDDERS[recipe]
-
-
-class WorkerEmbedder:
-    """A worker's embedder: vectors the driver's cache holds (asked through the desk),
-    the rest embedded here (``base``) and kept in ``new`` for the driver's cache; or,
-    without a ``base``, every text embedded by the driver through the desk."""
-
-    def __init__(self, base: EmbeddingModel | None, desk: Any, name: str) -> None:
-        self.base = base
-        self.desk = desk
-        self.name = name
-        self.new: list[tuple[str, bytes]] = []
-
-    async def _ask(self, kind: str, texts: list[str]) -> Any:
-        outcome: Outcome = await self.desk.ask.remote((kind, texts))
-        raise_failure(outcome)
-        return outcome[1]
-
-    async def embed(self, texts: Sequence[str]) -> Vectors:
-        texts = list(texts)
-        if self.base is None:
-            vectors: Vectors = await self._ask("embed", texts)
-            return vectors
-        known: dict[int, bytes] = await self._ask("vectors", texts) if self.desk else {}
-        missing = [i for i in range(len(texts)) if i not in known]
-        computed = await self.base.embed([texts[i] for i in missing]) if missing else None
-        if self.desk is not None and computed is not None:
-            self.new.extend((texts[i], computed[n].tobytes()) for n, i in enumerate(missing))
-        if not known and computed is not None:
-            return computed
-        dim = computed.shape[1] if computed is not None else len(next(iter(known.values()))) // 4
-        matrix: Vectors = np.empty((len(texts), dim), dtype=np.float32)
-        for i, data in known.items():
-            matrix[i] = np.frombuffer(data, dtype=np.float32)
-        if computed is not None:
-            matrix[missing] = computed
-        return matrix
-
-
-class DeskModel:
-    """The driver's side of the desk, served like a model by ``GatewayServer``: a
-    request is ("vectors", texts) → {position: bytes} or ("embed", texts) → vectors."""
-
-    name = "embedding desk"
-    available = True
-
-    def __init__(self, embedder: EmbeddingModel | None, persistent: PersistentEmbedder | None):
-        self.embedder = embedder
-        self.persistent = persistent
-
-    async def invoke(self, request: Any) -> Any:
-        kind, texts = request
-        if kind == "vectors":
-            return self.persistent.stored(texts) if self.persistent is not None else {}
-        if self.embedder is None:
-            raise ProviderError("no embedding model is configured", retryable=False)
-        return await self.embedder.embed(texts)
 
 
 def _work_on_worker(
@@ -182,11 +81,12 @@ def _work_on_worker(
     import ray
 
     meter = CpuMeter()
-    model = GatewayModel(gateway, llm_name, llm_available)
+    model = GatewayModel(RayDoor(gateway) if gateway is not None else None, llm_name, llm_available)
     embedder = None
     if settings.semantic:
         base = worker_base(recipe) if recipe is not None else None
-        embedder = WorkerEmbedder(base, desk, base.name if base is not None else "driver")
+        door = RayDoor(desk) if desk is not None else None
+        embedder = WorkerEmbedder(base, door, base.name if base is not None else "driver")
     progress = RecordedProgress()
     try:
         result = asyncio.run(work_chunk(task, settings, model, embedder, progress, meter))
@@ -218,6 +118,7 @@ class RayEngine:
     """
 
     name = "ray"
+    in_process = False
 
     def __init__(
         self, address: str | None = None, window: int | None = None, strategy: str = "SPREAD"
@@ -236,6 +137,9 @@ class RayEngine:
 
     def describe(self) -> dict[str, Any]:
         return {"workers": self._cpus, "extra_worker_cpu": dict(self.extra_worker_cpu)}
+
+    async def close(self) -> None:
+        """The actors end with each run; a Ray this engine joined is left to its owner."""
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
         """Texts of the driver's own phases (the report's entity names) on the workers, in

@@ -1,0 +1,346 @@
+"""The local engine's workers: a run's chunks worked side by side by worker processes.
+
+One process cannot keep two cores busy with a run: its reading, exact stage, features
+and decisions hold one core while only the embedding uses more. Worker processes
+(:mod:`relmerge.engines.process_worker`, started with ``python -m``, so nothing of the
+caller's program is imported again) each work whole chunks, as Ray tasks do, with the
+default embedder loaded once per process and one BLAS thread; the driver reads, plans,
+serves the LLM (one concurrency limit, budget, cache and count, through
+:func:`~relmerge.engines.gateway.answer`) and the embedding desk, and writes the results
+in plan order, so the outputs are a one-process run's. At most ``window`` chunks are
+read and not yet written, and each worker holds at most two (one worked, one waiting), so
+a worker never waits for the driver to hand it the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import sys
+import weakref
+from collections import deque
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from relmerge.chunk import ChunkResult, ChunkRun, ChunkTask, RecordedProgress
+from relmerge.cputime import process_cpu_seconds
+from relmerge.decide.retry import report_unreachable
+from relmerge.engines.gateway import Outcome, answer, raise_failure
+from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
+from relmerge.engines.workers import DeskModel, persistent_layer, recipe_for
+from relmerge.providers.embedding import Vectors
+
+_PER_WORKER = 2  # chunks a worker holds at once: the one it works and the next
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended in the middle of the run."""
+
+
+class _Worker:
+    """The driver's end of one worker process."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.held: set[tuple[str, int]] = set()  # jobs sent, not yet answered
+        self.chunks = 0  # chunks held
+        self.reader: asyncio.Task[None] | None = None
+
+    async def send(self, message: Any) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(frame(message))
+        await stdin.drain()
+
+
+class ProcessEngine:
+    """``workers`` worker processes on this machine work the chunks (see the module).
+
+    Started on the run's first chunk or embedding and ended by :meth:`close`; the same
+    engine can serve later runs. ``window``: chunks read and not yet written (default:
+    three per worker).
+    """
+
+    name = "local"
+    in_process = False
+
+    def __init__(self, workers: int, window: int | None = None) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.window = window or 3 * workers
+        self._pool: list[_Worker] = []
+        self._run: ChunkRun | None = None
+        self._futures: dict[tuple[str, int], asyncio.Future[Any]] = {}
+        self._limits: dict[str, asyncio.Semaphore] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self._waiting: deque[ChunkTask] = deque()  # read, not yet handed to a worker
+        self._errors: list[BaseException] = []
+        self._next_job = 0
+        self._closing = False
+        self._models: dict[str, Any] = {}
+        self.extra_worker_cpu: dict[str, float] = {}
+        self._chunk_cpu = 0.0  # CPU the workers reported for their jobs
+        _ENGINES.add(self)
+
+    def describe(self) -> dict[str, Any]:
+        return {"workers": self.workers, "extra_worker_cpu": dict(self.extra_worker_cpu)}
+
+    # -- the processes --------------------------------------------------------------
+
+    async def _start(self, run: ChunkRun) -> None:
+        if self._pool:
+            return
+        self._run, self._closing = run, False
+        recipe = recipe_for(run.embedder) if run.settings.semantic else None
+        persistent = persistent_layer(run.embedder)
+        setup = WorkerSetup(
+            run.settings,
+            recipe,
+            run.model.name,
+            run.model.available,
+            desk=run.settings.semantic and (recipe is None or persistent is not None),
+        )
+        desk = DeskModel(run.embedder, persistent)
+        self._models = {"llm": run.model, "desk": desk}
+        self._limits = {
+            "llm": asyncio.Semaphore(run.settings.config.concurrency),
+            "desk": asyncio.Semaphore(4),
+        }
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+        env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
+        for _ in range(self.workers):
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "relmerge.engines.process_worker",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                env=env,
+            )
+            worker = _Worker(process)
+            worker.reader = asyncio.create_task(self._read(worker))
+            self._pool.append(worker)
+            await worker.send(("setup", setup))
+
+    async def close(self) -> None:
+        """Let the workers end (their CPU outside the jobs is counted first)."""
+        pool, self._pool = self._pool, []
+        self._closing = True
+        if pool:
+            total = sum(process_cpu_seconds(w.process.pid) for w in pool)
+            other = max(0.0, total - self._chunk_cpu)
+            self.extra_worker_cpu["start"] = self.extra_worker_cpu.get("start", 0.0) + other
+        for worker in pool:
+            if worker.process.stdin is not None:
+                worker.process.stdin.close()
+        for worker in pool:
+            try:
+                await asyncio.wait_for(worker.process.wait(), 10)
+            except TimeoutError:
+                worker.process.kill()
+                await worker.process.wait()
+            if worker.reader is not None:
+                worker.reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker.reader
+        for task in list(self._answering):
+            task.cancel()
+        for future in self._futures.values():  # failed with a worker nobody waited for
+            if future.done() and not future.cancelled():
+                future.exception()
+        self._futures.clear()
+        self._waiting.clear()
+        self._chunk_cpu = 0.0
+        if self._errors:
+            error, self._errors = self._errors[0], []
+            raise error
+
+    def kill(self) -> None:
+        """End every worker now (an interrupted run)."""
+        self._closing = True
+        for worker in self._pool:
+            if worker.process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    worker.process.kill()
+
+    # -- messages from the workers --------------------------------------------------
+
+    async def _read(self, worker: _Worker) -> None:
+        stdout = worker.process.stdout
+        assert stdout is not None
+        try:
+            while True:
+                header = await stdout.readexactly(HEADER)
+                message = pickle.loads(await stdout.readexactly(int.from_bytes(header, "little")))
+                self._receive(worker, message)
+        except asyncio.IncompleteReadError:
+            pass
+        if self._closing:
+            return
+        code = await worker.process.wait()
+        died = WorkerDied(
+            f"a relmerge worker process (pid {worker.process.pid}) ended in the middle of "
+            f"the run (exit code {code}); the same command resumes the run"
+        )
+        for key in worker.held:
+            future = self._futures.get(key)
+            if future is not None and not future.done():
+                future.set_exception(died)
+
+    def _receive(self, worker: _Worker, message: Any) -> None:
+        kind = message[0]
+        if kind == "ask":
+            task = asyncio.create_task(self._answer(worker, *message[1:]))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+        elif kind == "progress":
+            assert self._run is not None
+            sent = RecordedProgress()
+            sent.advanced, sent.totals = message[1], message[2]
+            sent.replay(self._run.progress)
+        elif kind == "unreachable":
+            assert self._run is not None
+            report_unreachable(self._run.model)
+        elif kind == "done":
+            key = ("chunk", message[1])
+            worker.chunks -= 1
+            self._land(worker, key, message[2:])
+            self._dispatch()
+        elif kind == "embedded":
+            self._land(worker, ("embed", message[1]), message[2:])
+
+    async def _landed(self, key: tuple[str, int]) -> Any:
+        """What a job sent back (the future stays findable until then: a worker's
+        answer, or its death, is delivered through it)."""
+        try:
+            return await self._futures[key]
+        finally:
+            del self._futures[key]
+
+    def _land(self, worker: _Worker, key: tuple[str, int], value: Any) -> None:
+        worker.held.discard(key)
+        future = self._futures.get(key)
+        if future is not None and not future.done():
+            future.set_result(value)
+
+    async def _answer(self, worker: _Worker, request_id: int, door: str, request: Any) -> None:
+        async with self._limits[door]:
+            outcome = await answer(self._models[door], request, self._errors)
+        if worker.process.returncode is None:
+            with contextlib.suppress(ConnectionError):
+                await worker.send(("answer", request_id, outcome))
+
+    # -- chunks ---------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        """Hand waiting chunks to the workers holding fewest, up to two each."""
+        while self._waiting:
+            worker = min(self._pool, key=lambda w: w.chunks)
+            if worker.chunks >= _PER_WORKER:
+                return
+            task = self._waiting.popleft()
+            worker.chunks += 1
+            worker.held.add(("chunk", task.number))
+            sending = asyncio.create_task(self._send_chunk(worker, task))
+            self._answering.add(sending)
+            sending.add_done_callback(self._answering.discard)
+
+    async def _send_chunk(self, worker: _Worker, task: ChunkTask) -> None:
+        with contextlib.suppress(ConnectionError):  # gone: its reader fails what it held
+            await worker.send(("chunk", task))
+
+    async def run_chunks(
+        self, run: ChunkRun, tasks: Iterator[ChunkTask]
+    ) -> AsyncGenerator[ChunkResult, None]:
+        await self._start(run)
+        self._waiting.clear()
+        order: deque[int] = deque()  # chunk numbers read and not yet yielded
+        loop = asyncio.get_running_loop()
+        persistent = persistent_layer(run.embedder)
+        note_invalid = getattr(run.model, "note_invalid", None)
+        exhausted = False
+        while True:
+            while not exhausted and len(order) < self.window:
+                with run.meter.stage("submit"):  # read from the spool
+                    task = next(tasks, None)
+                if task is None:
+                    exhausted = True
+                    break
+                self._futures[("chunk", task.number)] = loop.create_future()
+                order.append(task.number)
+                self._waiting.append(task)
+                self._dispatch()
+            if not order:
+                return
+            number = order.popleft()
+            outcome, result = await self._landed(("chunk", number))
+            with run.meter.stage("collect"):
+                raise_failure(_as_failure(outcome))
+                self._chunk_cpu += sum(result.cpu.values())
+                if note_invalid is not None:
+                    for _ in range(result.invalid_answers):
+                        note_invalid()
+                if result.progress is not None:
+                    result.progress.replay(run.progress)
+                    result.progress = None
+            if persistent is not None and result.new_vectors:
+                with run.meter.stage("cache"):
+                    persistent.store(result.new_vectors)
+                result.new_vectors = []
+            yield result
+
+    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
+        """The driver's own texts (the report's entity names) embedded by the workers in
+        parts of whole 1024s (the model's batches fall where a one-process run's fall):
+        the driver never loads the model."""
+        recipe = recipe_for(run.embedder)
+        if recipe is None or not texts:
+            if run.embedder is None:
+                raise AssertionError("no embedder")  # the pipeline asks only with one
+            return await run.embedder.embed(texts)
+        await self._start(run)
+        size = 1024 * max(1, -(-len(texts) // (4 * self.workers * 1024)))
+        loop = asyncio.get_running_loop()
+        keys = []
+        for n, start in enumerate(range(0, len(texts), size)):
+            key = ("embed", self._next_job)
+            self._next_job += 1
+            self._futures[key] = loop.create_future()
+            worker = self._pool[n % len(self._pool)]
+            worker.held.add(key)
+            await worker.send(("embed", key[1], list(texts[start : start + size])))
+            keys.append(key)
+        parts = []
+        for key in keys:
+            outcome, vectors, cpu = await self._landed(key)
+            raise_failure(_as_failure(outcome))
+            self._chunk_cpu += cpu
+            self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
+            parts.append(vectors)
+        return np.concatenate(parts)
+
+
+def _as_failure(outcome: Outcome) -> Outcome:
+    """A worker's traceback (a bug, not an endpoint's failure) as the gateway's error."""
+    kind, value = outcome
+    if kind == "error":
+        raise RuntimeError(f"a relmerge worker process failed:\n{value}")
+    return outcome
+
+
+# Every engine of this process, so that an interrupted run can end their workers.
+_ENGINES: weakref.WeakSet[ProcessEngine] = weakref.WeakSet()
+
+
+def stop_workers() -> None:
+    """End every worker process this process started (idempotent)."""
+    for engine in list(_ENGINES):
+        engine.kill()

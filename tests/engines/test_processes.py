@@ -1,0 +1,263 @@
+"""The local engine's worker processes give a one-process run's outputs, keep the LLM in
+the driver, and never leave a run hanging or a process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from relmerge.chunk import ChunkEngine, ChunkRun, ChunkSettings
+from relmerge.cli import main
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.cputime import CpuMeter
+from relmerge.engines.local import LocalEngine, default_engine
+from relmerge.engines.processes import ProcessEngine, WorkerDied, stop_workers
+from relmerge.errors import ProviderError
+from relmerge.eval.gold import load_gold
+from relmerge.io.load import read_entities, read_entity_mapping, read_input
+from relmerge.pipeline import RunOutput, run_pipeline
+from relmerge.progress import NoProgress
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
+from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
+from relmerge.providers.gold import GoldJudge
+from relmerge.stores.memory import MemoryStore
+from tests.support.dev_cli import DEV
+
+needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
+CHUNKED = DeduplicateRelationsConfig(records_per_chunk=60)
+
+
+async def _run(
+    llm: LanguageModel,
+    engine: ChunkEngine,
+    config: DeduplicateRelationsConfig = CHUNKED,
+    embedder: EmbeddingModel | None = None,
+) -> tuple[RunOutput, MemoryStore]:
+    store = MemoryStore()
+    output = await run_pipeline(
+        await read_input(DEV / "relations.jsonl"),
+        read_entity_mapping(DEV / "entity_id_mapping.json"),
+        config,
+        llm,
+        store,
+        embedder=embedder or CachedEmbedder(HashEmbedder()),
+        entities=read_entities(DEV / "entities.jsonl"),
+        engine=engine,
+    )
+    return output, store
+
+
+def _same(one: tuple[RunOutput, MemoryStore], other: tuple[RunOutput, MemoryStore]) -> None:
+    (a, store_a), (b, store_b) = one, other
+    assert store_a.objects == store_b.objects  # relation files, decisions, clarifications
+    assert a.relation_id_mapping == b.relation_id_mapping
+    for key in (
+        "output_relation_count",
+        "semantic_merge_count",
+        "llm_requests",
+        "llm_invalid_answers",
+        "tokens",
+        "clarification_count",
+        "decisions_by_tier",
+        "issues",
+        "chunk_count",
+    ):
+        assert a.result[key] == b.result[key], key
+
+
+class InFlight:
+    """Wraps a model; records the most requests it ever had in flight at once."""
+
+    def __init__(self, inner: LanguageModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.available = inner.available
+        self.now = self.most = 0
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.01)
+            return await self.inner.invoke(request)
+        finally:
+            self.now -= 1
+
+
+@needs_dev
+async def test_rules_only_run_of_many_chunks_is_identical_and_its_cpu_is_the_workers() -> None:
+    one = await _run(NoLanguageModel(), LocalEngine())
+    engine = ProcessEngine(2)
+    two = await _run(NoLanguageModel(), engine)
+    _same(one, two)
+    assert one[0].result["chunk_count"] > 5 and one[0].result["semantic_merge_count"] > 0
+    figures = two[0].result["engine"]
+    assert figures["name"] == "local" and figures["workers"] == 2
+    assert figures["chunks"] == one[0].result["chunk_count"]
+    assert figures["worker_cpu_s"] > 0 and figures["nodes"] == []
+    assert one[0].result["engine"]["worker_cpu_s"] == 0
+    # The engine ended its workers with the run, and serves the next one as well.
+    assert engine._pool == []
+    _same(one, await _run(NoLanguageModel(), engine))
+
+
+@needs_dev
+async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
+    gold = load_gold(DEV / "gold.jsonl")
+    config = DeduplicateRelationsConfig(concurrency=3, records_per_chunk=60)
+    one = await _run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
+    model = InFlight(GoldJudge(gold, error_rate=0.2))
+    two = await _run(model, ProcessEngine(2), config)
+    assert one[0].result["llm_requests"] > 0
+    _same(one, two)
+    assert 2 <= model.most <= 3  # both workers asked at once, never more than the limit
+
+
+@needs_dev
+async def test_default_model_vectors_are_those_of_one_process() -> None:
+    """The workers load the default embedder themselves: the same vectors, so the same
+    decisions, cosines included, as the one-process run's embedder with its helper."""
+    from relmerge.providers.use_embed import UseEmbedder
+
+    config = DeduplicateRelationsConfig(records_per_chunk=200)
+    one = await _run(NoLanguageModel(), LocalEngine(), config, UseEmbedder())
+    _same(one, await _run(NoLanguageModel(), ProcessEngine(2), config, UseEmbedder()))
+
+
+class Broken:
+    name = "broken"
+    available = True
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        raise ProviderError("401 unauthorized", retryable=False)
+
+
+@needs_dev
+async def test_an_endpoint_that_cannot_work_stops_the_run_as_in_one_process() -> None:
+    engine = ProcessEngine(2)
+    with pytest.raises(ProviderError, match="401"):
+        await _run(Broken(), engine)
+    assert engine._pool == []  # no worker left behind
+
+
+class KillsTheWorkers:
+    """A model whose first request kills every worker process of ``engine``."""
+
+    name = "killer"
+    available = True
+
+    def __init__(self, engine: ProcessEngine) -> None:
+        self.engine = engine
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        for worker in self.engine._pool:
+            os.kill(worker.process.pid, signal.SIGKILL)
+        await asyncio.sleep(60)  # the run fails long before
+        raise AssertionError("not reached")
+
+
+@needs_dev
+async def test_a_worker_that_dies_fails_the_run_with_a_clear_error_not_a_hang() -> None:
+    engine = ProcessEngine(2)
+    with pytest.raises(WorkerDied, match=r"ended in the middle of the run \(exit code -9\)"):
+        await asyncio.wait_for(_run(KillsTheWorkers(engine), engine), 30)
+    assert engine._pool == []
+
+
+async def test_an_interrupted_run_can_end_every_worker_at_once() -> None:
+    engine = ProcessEngine(2)
+    run = ChunkRun(
+        ChunkSettings(DeduplicateRelationsConfig()),
+        NoLanguageModel(),
+        HashEmbedder(),
+        NoProgress(),
+        CpuMeter(),
+    )
+    await engine._start(run)
+    processes = [worker.process for worker in engine._pool]
+    assert all(process.returncode is None for process in processes)
+    stop_workers()
+    codes = [await asyncio.wait_for(process.wait(), 10) for process in processes]
+    assert codes == [-signal.SIGKILL] * 2
+    await engine.close()
+
+
+def test_the_default_engine_uses_workers_only_where_they_can_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    several = default_engine(3, HashEmbedder())
+    assert isinstance(several, ProcessEngine) and several.workers == 3  # one per chunk
+    assert isinstance(default_engine(1, HashEmbedder()), LocalEngine)  # one chunk
+    assert isinstance(default_engine(9, None), LocalEngine)  # no semantic stage
+
+    class Remote:  # an embedder a worker cannot build (an endpoint, a caller's object)
+        name = "remote"
+
+        async def embed(self, texts: Any) -> Any:
+            raise AssertionError
+
+    assert isinstance(default_engine(9, Remote()), LocalEngine)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert isinstance(default_engine(9, HashEmbedder()), LocalEngine)
+
+
+def _cli_outputs(out: Path, *extra: str) -> tuple[dict[str, bytes], dict[str, Any]]:
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            str(DEV / "relations.jsonl"),
+            "--entity-mapping",
+            str(DEV / "entity_id_mapping.json"),
+            "--output",
+            str(out),
+            "--llm",
+            "none",
+            "--embedding",
+            "hash",
+            "-q",
+            *extra,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    files = {
+        path.relative_to(out).as_posix(): path.read_bytes()
+        for path in out.rglob("*")
+        if path.is_file() and ".relmerge" not in path.parts
+    }
+    manifest = orjson.loads(files.pop("deduplicate_relations_result.json"))
+    manifest.pop("seconds")
+    engine = manifest.pop("engine")
+    files["deduplicate_relations_result.json"] = orjson.dumps(manifest)
+    return files, engine
+
+
+@needs_dev
+def test_cli_workers_write_the_outputs_of_one_process(tmp_path: Path) -> None:
+    config = tmp_path / "relmerge.toml"
+    config.write_text("records_per_chunk = 80\n")
+    one, one_engine = _cli_outputs(tmp_path / "one", "--config", str(config), "--workers", "0")
+    two, two_engine = _cli_outputs(tmp_path / "two", "--config", str(config), "--workers", "2")
+    assert one == two
+    assert one_engine["workers"] == 0 and one_engine["worker_cpu_s"] == 0
+    assert two_engine["workers"] == 2 and two_engine["worker_cpu_s"] > 0
+    # Again into the same OUT with the cache on: the vectors come from the driver's cache
+    # through the desk, and the outputs stay the same.
+    again, _ = _cli_outputs(tmp_path / "two", "--config", str(config), "--workers", "2")
+    assert again == two
+
+
+def test_workers_are_for_the_local_engine(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["run", "x.jsonl", "-o", str(tmp_path), "--engine", "ray", "--workers", "2"]
+    )
+    assert result.exit_code == 2
+    assert "--workers is for --engine local" in result.output
