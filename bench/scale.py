@@ -7,12 +7,15 @@ facts). This script measures and prints that structure for the batch it runs —
 duplicates, paraphrases (same fact, other text; how many in another language), hard
 negatives, block sizes — then runs the CLI in a child process with the default embedder
 and ``--llm none --no-cache`` and prints the time per stage (from the result file), the
-end-to-end wall time and the peak RSS of the child's whole process tree (the embedding
-helper process included; sampled every 0.25 s), against the targets (10 minutes, 4 GB).
+CPU per stage of the driver and of the worker processes (the result's ``engine``), the
+end-to-end wall time and the peak RSS of the child's whole process tree (worker and
+embedding helper processes included; sampled every 0.25 s), against the targets (10
+minutes, 4 GB). ``--workers`` is passed to the run (``0``: everything in one process, the
+baseline of the worker processes).
 
     .venv/bin/python bench/scale.py --size 1000000
     .venv/bin/python bench/scale.py --size 100000 --embedding hash
-    .venv/bin/python bench/scale.py --size 1000000 --shape graphrag
+    .venv/bin/python bench/scale.py --size 1000000 --shape graphrag [--workers 0]
 
 ``--shape graphrag`` gives the batch the shape of real GraphRAG output (90% of entity
 pairs with one relation; description lengths drawn from the GraphRAG relations in
@@ -132,6 +135,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--embedding", choices=["use", "hash"], default="use")
     parser.add_argument("--shape", choices=["semantic", "graphrag"], default="semantic")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="passed to relmerge run (0: one process; default: the run chooses)",
+    )
     args = parser.parse_args()
     target_seconds, target_mib = TARGETS[args.shape]
 
@@ -149,6 +157,8 @@ def main() -> None:
         out = Path(tmp) / "out"
         command = [sys.executable, "-m", "relmerge", "run", str(path), "--output", str(out)]
         command += ["--llm", "none", "--no-cache", "--embedding", args.embedding, "-q"]
+        if args.workers is not None:
+            command += ["--workers", str(args.workers)]
         started = time.perf_counter()
         child = subprocess.Popen(command)
         peak_mib = _watch_tree_rss(child)
@@ -176,7 +186,18 @@ def _report(
     target_mib: int,
 ) -> None:
     seconds = result["seconds"]
-    print(f"stages (s): {json.dumps(seconds)}")
+    engine = result["engine"]
+    cpu = {
+        stage: [round(spent["driver_s"], 1), round(spent["workers_s"], 1)]
+        for stage, spent in engine["stages"].items()
+        if spent["driver_s"] + spent["workers_s"] >= 0.05
+    }
+    print(f"stages (wall s): {json.dumps(seconds)}")
+    print(
+        f"CPU per stage (s, [driver, workers]) with {engine['workers']} worker processes: "
+        f"{json.dumps(cpu)}; driver {engine['driver_cpu_s']:.0f} s, "
+        f"workers {engine['worker_cpu_s']:.0f} s"
+    )
     print(
         f"{args.size:,} relations -> {result['output_relation_count']:,}: "
         f"{wall:.1f} s end to end (target {target_seconds} s), "
@@ -198,6 +219,9 @@ def _report(
                 "embedding": args.embedding,
                 "shape": args.shape,
                 "texts_embedded": result["engine"]["texts_embedded"],
+                "workers": engine["workers"],
+                "worker_cpu_s": engine["worker_cpu_s"],
+                "cpu_per_stage": cpu,
                 "driver_cpu_s": result["engine"]["driver_cpu_s"],
                 "load_average": os.getloadavg(),
             }

@@ -119,3 +119,44 @@ def test_an_interrupted_run_ends_its_embedding_helper_process(tmp_path: Path) ->
     for helper in helpers:
         assert not Path(f"/proc/{helper}").exists(), "the helper process outlived the run"
     assert not (tmp_path / "out" / "deduplicate_relations_result.json").exists()
+
+
+def test_an_interrupted_run_ends_its_worker_processes(tmp_path: Path) -> None:
+    """A batch of several chunks worked by two worker processes; Ctrl-C (SIGINT to the
+    whole process group, as a terminal sends it) while they work: the run exits 130 and
+    no worker is left."""
+    source = tmp_path / "relations.jsonl"
+    with source.open("wb") as handle:
+        for i in range(3000):
+            item = record(
+                f"r{i}",
+                source_entity_id=f"e{i % 700}",
+                target_entity_id=f"f{i % 700}",
+                description=f"Fact number {i} about harbour {i * 7 % 1013} and river {i % 89}.",
+            )
+            handle.write(orjson.dumps(item) + b"\n")
+    config = tmp_path / "relmerge.toml"
+    config.write_text("records_per_chunk = 500\n")
+    command = ["run", str(source), "-o", str(tmp_path / "out"), "--no-cache", "-q"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "relmerge", *command, "--config", str(config), "--workers", "2"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    workers: set[int] = set()
+    deadline = time.monotonic() + 120
+    while process.poll() is None and len(workers) < 2 and time.monotonic() < deadline:
+        workers = _children(process.pid)
+        time.sleep(0.01)
+    assert len(workers) == 2, "the run started no worker processes"
+    time.sleep(1.0)  # the workers load the model and take their first chunks
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr.decode()
+    assert stderr.decode().strip().splitlines()[-1] == RESUME_HINT
+    for worker in workers:
+        assert not Path(f"/proc/{worker}").exists(), "a worker process outlived the run"
+    assert not (tmp_path / "out" / "deduplicate_relations_result.json").exists()

@@ -261,3 +261,32 @@ def test_workers_are_for_the_local_engine(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--workers is for --engine local" in result.output
+
+
+class _LocalMemory:
+    """Answers kept by an object of the caller's that cannot leave its process."""
+
+    def __init__(self) -> None:
+        self.lock = __import__("threading").Lock()
+
+    def __len__(self) -> int:
+        return 0
+
+    def get(self, key: str) -> None:
+        return None
+
+
+async def test_settings_that_cannot_reach_a_worker_are_refused_with_the_way_out() -> None:
+    from relmerge.errors import ConfigError
+
+    engine = ProcessEngine(2)
+    run = ChunkRun(
+        ChunkSettings(CHUNKED, memory=_LocalMemory()),
+        NoLanguageModel(),
+        HashEmbedder(),
+        NoProgress(),
+        CpuMeter(),
+    )
+    with pytest.raises(ConfigError, match="--workers 0, or engine=LocalEngine"):
+        await engine._start(run)
+    assert engine._pool == []

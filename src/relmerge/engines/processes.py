@@ -19,6 +19,7 @@ import contextlib
 import os
 import pickle
 import sys
+import time
 import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Iterator, Sequence
@@ -33,6 +34,7 @@ from relmerge.decide.retry import report_unreachable
 from relmerge.engines.gateway import Outcome, answer, raise_failure
 from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
 from relmerge.engines.workers import DeskModel, persistent_layer, recipe_for
+from relmerge.errors import ConfigError
 from relmerge.providers.embedding import Vectors
 
 _PER_WORKER = 2  # chunks a worker holds at once: the one it works and the next
@@ -106,6 +108,13 @@ class ProcessEngine:
             run.model.available,
             desk=run.settings.semantic and (recipe is None or persistent is not None),
         )
+        try:
+            pickle.dumps(setup, protocol=5)
+        except Exception as error:  # an object of the caller's (answer memory, entities)
+            raise ConfigError(
+                f"the run's settings cannot be sent to worker processes ({error}); "
+                "work in one process: --workers 0, or engine=LocalEngine()"
+            ) from error
         desk = DeskModel(run.embedder, persistent)
         self._models = {"llm": run.model, "desk": desk}
         self._limits = {
@@ -170,6 +179,12 @@ class ProcessEngine:
             if worker.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     worker.process.kill()
+        # asyncio's child watcher reaps them (a thread per process, even once the loop is
+        # closed): wait for that, so that none is left a zombie when this process exits.
+        deadline = time.monotonic() + 5
+        pids = [worker.process.pid for worker in self._pool]
+        while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     # -- messages from the workers --------------------------------------------------
 
