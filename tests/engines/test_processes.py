@@ -290,3 +290,15 @@ async def test_settings_that_cannot_reach_a_worker_are_refused_with_the_way_out(
     with pytest.raises(ConfigError, match="--workers 0, or engine=LocalEngine"):
         await engine._start(run)
     assert engine._pool == []
+
+
+@needs_dev
+def test_the_summary_says_the_run_had_worker_processes(tmp_path: Path) -> None:
+    config = tmp_path / "relmerge.toml"
+    config.write_text("records_per_chunk = 80\n")
+    args = ["run", str(DEV / "relations.jsonl"), "-o", str(tmp_path / "out")]
+    args += ["--llm", "none", "--embedding", "hash", "--config", str(config), "--workers", "2"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "local: 2 worker processes" in result.output
+    assert "CPU seconds: driver / workers" in result.output

@@ -44,6 +44,8 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         if engine["name"] != "local":
             where = f"{engine['name']}: {engine['workers']} CPUs, {len(engine['nodes'])} nodes"
             rows.append(("engine", where))
+        elif engine.get("workers"):
+            rows.append(("engine", f"local: {engine['workers']} worker processes"))
         rows.append(
             (
                 "CPU seconds: driver / workers (driver's share)",

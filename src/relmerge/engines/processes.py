@@ -54,9 +54,12 @@ class _Worker:
         self.reader: asyncio.Task[None] | None = None
 
     async def send(self, message: Any) -> None:
+        await self.send_frame(frame(message))
+
+    async def send_frame(self, data: bytes) -> None:
         stdin = self.process.stdin
         assert stdin is not None
-        stdin.write(frame(message))
+        stdin.write(data)
         await stdin.drain()
 
 
@@ -109,7 +112,7 @@ class ProcessEngine:
             desk=run.settings.semantic and (recipe is None or persistent is not None),
         )
         try:
-            pickle.dumps(setup, protocol=5)
+            setup_frame = frame(("setup", setup))  # once: the entities can be many
         except Exception as error:  # an object of the caller's (answer memory, entities)
             raise ConfigError(
                 f"the run's settings cannot be sent to worker processes ({error}); "
@@ -137,7 +140,7 @@ class ProcessEngine:
             worker = _Worker(process)
             worker.reader = asyncio.create_task(self._read(worker))
             self._pool.append(worker)
-            await worker.send(("setup", setup))
+            await worker.send_frame(setup_frame)
 
     async def close(self) -> None:
         """Let the workers end (their CPU outside the jobs is counted first)."""
