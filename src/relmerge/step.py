@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relmerge.cache import RunCache
+from relmerge.chunk import ChunkEngine
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import StepContext
 from relmerge.decide import rules_fingerprint
@@ -99,9 +100,15 @@ class DeduplicateRelations:
         cache: RunCache | None = None,
         *,
         preflight: bool = True,
+        engine: ChunkEngine | None = None,
     ) -> None:
         """``cache`` (e.g. ``RunCache(Path("relmerge-cache.sqlite"))``) keeps LLM answers and
         embeddings across runs: a re-run of the same batch asks the LLM nothing.
+
+        ``engine`` works the chunks of a batch larger than ``records_per_chunk``
+        (default: worker processes on this machine's CPUs where they help, see
+        ``engines.local.default_engine``; ``LocalEngine()`` keeps one process,
+        ``RayEngine()`` works on Ray).
 
         With ``preflight`` (the default), a run first sends one minimal request to each
         model endpoint that can be checked (``OpenAICompatibleModel``, ``OpenAIEmbedder``)
@@ -110,6 +117,7 @@ class DeduplicateRelations:
         self.config = config or DeduplicateRelationsConfig()
         self.cache = cache
         self.preflight = preflight
+        self.engine = engine
 
     @property
     def requirements(self) -> StepRequirements:
@@ -206,6 +214,7 @@ class DeduplicateRelations:
             embedder,
             entities,
             cache=self.cache,
+            engine=self.engine,
             log_prefix=f"{self.config.logs_prefix}/{fingerprint[:16]}",
             preflight_requests=checked,
         )

@@ -302,3 +302,30 @@ def test_the_summary_says_the_run_had_worker_processes(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "local: 2 worker processes" in result.output
     assert "CPU seconds: driver / workers" in result.output
+
+
+@needs_dev
+async def test_the_step_takes_an_engine_and_both_give_the_same_outputs() -> None:
+    from relmerge import DeduplicateRelations, DictContext
+    from tests.factories import store_with
+
+    records = [orjson.loads(line) for line in (DEV / "relations.jsonl").read_bytes().splitlines()]
+    outputs = []
+    for engine in (LocalEngine(), ProcessEngine(2)):
+        store, keys = store_with(records)
+        step = DeduplicateRelations(CHUNKED, engine=engine)
+        context = DictContext(
+            {
+                "stores.objects": store,
+                "models.language": NoLanguageModel(),
+                "models.embedding": HashEmbedder(),
+            },
+            {"relation_keys": keys, "entity_id_mapping": {}},
+        )
+        output = await step.run(context)
+        outputs.append((output, store))
+    (one, one_store), (two, two_store) = outputs
+    assert one_store.objects == two_store.objects
+    assert one.relation_id_mapping == two.relation_id_mapping
+    assert one.result["chunk_count"] > 5
+    assert (one.result["engine"]["workers"], two.result["engine"]["workers"]) == (0, 2)
