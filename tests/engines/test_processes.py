@@ -329,3 +329,32 @@ async def test_the_step_takes_an_engine_and_both_give_the_same_outputs() -> None
     assert one.relation_id_mapping == two.relation_id_mapping
     assert one.result["chunk_count"] > 5
     assert (one.result["engine"]["workers"], two.result["engine"]["workers"]) == (0, 2)
+
+
+class Unreachable:
+    """An endpoint that never answers: every request fails in transport, at once."""
+
+    name = "unreachable"
+    available = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def invoke(self, request: LLMRequest) -> LLMResult:
+        self.calls += 1
+        raise ProviderError("connection refused", retryable=True, transport=True)
+
+
+@needs_dev
+async def test_the_circuit_breaker_hears_the_workers_questions() -> None:
+    """Questions that got no answer in a worker reach the driver's breaker: it opens,
+    most groups are never asked, and the run completes with the rules' decisions."""
+    model = Unreachable()
+    output, _ = await _run(model, ProcessEngine(2))
+    result = output.result
+    assert result["llm_circuit_breaker"]["open"] is True
+    unavailable = [i for i in result["issues"] if i["code"] == "llm_unavailable"]
+    assert len(unavailable) == result["llm_unavailable_group_count"] > 0
+    assert model.calls < CHUNKED.max_attempts * len(unavailable)  # most were never asked
+    rules, _ = await _run(NoLanguageModel(), LocalEngine())
+    assert output.relation_id_mapping == rules.relation_id_mapping
