@@ -21,14 +21,19 @@ from relmerge.engines.local import LocalEngine, default_engine
 from relmerge.engines.processes import ProcessEngine, WorkerDied, stop_workers
 from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
-from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.progress import NoProgress
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
-from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
+from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
 from relmerge.providers.gold import GoldJudge
-from relmerge.stores.memory import MemoryStore
 from tests.support.dev_cli import DEV
+from tests.support.engines import (
+    EngineRun,
+    InFlight,
+    Refused,
+    Unreachable,
+    assert_same_outputs,
+    dev_engine_run,
+)
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
 CHUNKED = DeduplicateRelationsConfig(records_per_chunk=60)
@@ -39,56 +44,9 @@ async def _run(
     engine: ChunkEngine,
     config: DeduplicateRelationsConfig = CHUNKED,
     embedder: EmbeddingModel | None = None,
-) -> tuple[RunOutput, MemoryStore]:
-    store = MemoryStore()
-    output = await run_pipeline(
-        await read_input(DEV / "relations.jsonl"),
-        read_entity_mapping(DEV / "entity_id_mapping.json"),
-        config,
-        llm,
-        store,
-        embedder=embedder or CachedEmbedder(HashEmbedder()),
-        entities=read_entities(DEV / "entities.jsonl"),
-        engine=engine,
-    )
-    return output, store
-
-
-def _same(one: tuple[RunOutput, MemoryStore], other: tuple[RunOutput, MemoryStore]) -> None:
-    (a, store_a), (b, store_b) = one, other
-    assert store_a.objects == store_b.objects  # relation files, decisions, clarifications
-    assert a.relation_id_mapping == b.relation_id_mapping
-    for key in (
-        "output_relation_count",
-        "semantic_merge_count",
-        "llm_requests",
-        "llm_invalid_answers",
-        "tokens",
-        "clarification_count",
-        "decisions_by_tier",
-        "issues",
-        "chunk_count",
-    ):
-        assert a.result[key] == b.result[key], key
-
-
-class InFlight:
-    """Wraps a model; records the most requests it ever had in flight at once."""
-
-    def __init__(self, inner: LanguageModel) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.available = inner.available
-        self.now = self.most = 0
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.now += 1
-        self.most = max(self.most, self.now)
-        try:
-            await asyncio.sleep(0.01)
-            return await self.inner.invoke(request)
-        finally:
-            self.now -= 1
+) -> EngineRun:
+    """The dev set in many chunks (``CHUNKED``) unless ``config`` says otherwise."""
+    return await dev_engine_run(llm, engine, config, embedder)
 
 
 @needs_dev
@@ -96,7 +54,7 @@ async def test_rules_only_run_of_many_chunks_is_identical_and_its_cpu_is_the_wor
     one = await _run(NoLanguageModel(), LocalEngine())
     engine = ProcessEngine(2)
     two = await _run(NoLanguageModel(), engine)
-    _same(one, two)
+    assert_same_outputs(one, two, "chunk_count")
     assert one[0].result["chunk_count"] > 5 and one[0].result["semantic_merge_count"] > 0
     figures = two[0].result["engine"]
     assert figures["name"] == "local" and figures["workers"] == 2
@@ -105,7 +63,7 @@ async def test_rules_only_run_of_many_chunks_is_identical_and_its_cpu_is_the_wor
     assert one[0].result["engine"]["worker_cpu_s"] == 0
     # The engine ended its workers with the run, and serves the next one as well.
     assert engine._pool == []
-    _same(one, await _run(NoLanguageModel(), engine))
+    assert_same_outputs(one, await _run(NoLanguageModel(), engine), "chunk_count")
 
 
 @needs_dev
@@ -113,10 +71,10 @@ async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
     gold = load_gold(DEV / "gold.jsonl")
     config = DeduplicateRelationsConfig(concurrency=3, records_per_chunk=60)
     one = await _run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
-    model = InFlight(GoldJudge(gold, error_rate=0.2))
+    model = InFlight(GoldJudge(gold, error_rate=0.2), pause=0.01)
     two = await _run(model, ProcessEngine(2), config)
     assert one[0].result["llm_requests"] > 0
-    _same(one, two)
+    assert_same_outputs(one, two, "chunk_count")
     assert 2 <= model.most <= 3  # both workers asked at once, never more than the limit
 
 
@@ -128,22 +86,16 @@ async def test_default_model_vectors_are_those_of_one_process() -> None:
 
     config = DeduplicateRelationsConfig(records_per_chunk=200)
     one = await _run(NoLanguageModel(), LocalEngine(), config, UseEmbedder())
-    _same(one, await _run(NoLanguageModel(), ProcessEngine(2), config, UseEmbedder()))
-
-
-class Broken:
-    name = "broken"
-    available = True
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        raise ProviderError("401 unauthorized", retryable=False)
+    assert_same_outputs(
+        one, await _run(NoLanguageModel(), ProcessEngine(2), config, UseEmbedder()), "chunk_count"
+    )
 
 
 @needs_dev
 async def test_an_endpoint_that_cannot_work_stops_the_run_as_in_one_process() -> None:
     engine = ProcessEngine(2)
     with pytest.raises(ProviderError, match="401"):
-        await _run(Broken(), engine)
+        await _run(Refused(), engine)
     assert engine._pool == []  # no worker left behind
 
 
@@ -329,20 +281,6 @@ async def test_the_step_takes_an_engine_and_both_give_the_same_outputs() -> None
     assert one.relation_id_mapping == two.relation_id_mapping
     assert one.result["chunk_count"] > 5
     assert (one.result["engine"]["workers"], two.result["engine"]["workers"]) == (0, 2)
-
-
-class Unreachable:
-    """An endpoint that never answers: every request fails in transport, at once."""
-
-    name = "unreachable"
-    available = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.calls += 1
-        raise ProviderError("connection refused", retryable=True, transport=True)
 
 
 @needs_dev

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,18 +10,21 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from relmerge.chunk import ChunkEngine
 from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.eval.gold import load_gold
-from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.pipeline import RunOutput, run_pipeline
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
-from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
+from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
+from tests.support.engines import (
+    InFlight,
+    Refused,
+    Unreachable,
+    assert_same_outputs,
+    dev_engine_run,
+)
 
 ray = pytest.importorskip("ray")
 from relmerge.engines.ray_engine import RayEngine  # noqa: E402
@@ -38,108 +40,31 @@ def local_ray() -> Iterator[None]:
     ray.shutdown()
 
 
-class InFlight:
-    """Wraps a model; records the most requests it ever had in flight at once."""
-
-    def __init__(self, inner: LanguageModel, pause: float) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.available = inner.available
-        self.pause = pause
-        self.now = 0
-        self.most = 0
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.now += 1
-        self.most = max(self.most, self.now)
-        try:
-            await asyncio.sleep(self.pause)
-            return await self.inner.invoke(request)
-        finally:
-            self.now -= 1
-
-
-class Broken:
-    name = "broken"
-    available = True
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        raise ProviderError("401 unauthorized", retryable=False)
-
-
-async def _run(
-    llm: LanguageModel, engine: ChunkEngine, config: DeduplicateRelationsConfig | None = None
-) -> tuple[RunOutput, MemoryStore]:
-    store = MemoryStore()
-    output = await run_pipeline(
-        await read_input(DEV / "relations.jsonl"),
-        read_entity_mapping(DEV / "entity_id_mapping.json"),
-        config or DeduplicateRelationsConfig(),
-        llm,
-        store,
-        embedder=CachedEmbedder(HashEmbedder()),
-        entities=read_entities(DEV / "entities.jsonl"),
-        engine=engine,
-    )
-    return output, store
-
-
-def _same(local: tuple[RunOutput, MemoryStore], ray_: tuple[RunOutput, MemoryStore]) -> None:
-    (a, store_a), (b, store_b) = local, ray_
-    assert store_a.objects == store_b.objects  # relation files, decisions, clarifications
-    assert a.relation_id_mapping == b.relation_id_mapping
-    for key in (
-        "output_relation_count",
-        "semantic_merge_count",
-        "llm_requests",
-        "llm_invalid_answers",
-        "tokens",
-        "clarification_count",
-        "decisions_by_tier",
-        "issues",
-    ):
-        assert a.result[key] == b.result[key], key
-
-
 @needs_dev
 async def test_rules_only_run_is_identical() -> None:
-    local = await _run(NoLanguageModel(), LocalEngine())
+    local = await dev_engine_run(NoLanguageModel(), LocalEngine())
     assert local[0].result["semantic_merge_count"] > 0
-    _same(local, await _run(NoLanguageModel(), RayEngine()))
+    assert_same_outputs(local, await dev_engine_run(NoLanguageModel(), RayEngine()))
 
 
 @needs_dev
 async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
     gold = load_gold(DEV / "gold.jsonl")
     config = DeduplicateRelationsConfig(concurrency=3)
-    local = await _run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
+    local = await dev_engine_run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
     model = InFlight(GoldJudge(gold, error_rate=0.2), pause=0.02)
-    distributed = await _run(model, RayEngine(), config)
+    distributed = await dev_engine_run(model, RayEngine(), config)
     assert local[0].result["llm_requests"] > 0
-    _same(local, distributed)
+    assert_same_outputs(local, distributed)
     assert 1 <= model.most <= 3
 
 
 @needs_dev
 async def test_an_endpoint_that_cannot_work_stops_the_run_as_locally() -> None:
     with pytest.raises(ProviderError, match="401"):
-        await _run(Broken(), LocalEngine())
+        await dev_engine_run(Refused(), LocalEngine())
     with pytest.raises(ProviderError, match="401"):
-        await _run(Broken(), RayEngine())
-
-
-class Unreachable:
-    """An endpoint that never answers: every request fails in transport, at once."""
-
-    name = "unreachable"
-    available = True
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.calls += 1
-        raise ProviderError("connection refused", retryable=True, transport=True)
+        await dev_engine_run(Refused(), RayEngine())
 
 
 @needs_dev
@@ -149,7 +74,7 @@ async def test_the_circuit_breaker_stops_the_sending_on_both_engines(engine: str
     five unanswered questions nothing more is sent, and the run completes with the rules'
     decisions and one ``llm_unavailable`` issue per group left."""
     model = Unreachable()
-    output, store = await _run(model, LocalEngine() if engine == "local" else RayEngine())
+    output, store = await dev_engine_run(model, LocalEngine() if engine == "local" else RayEngine())
     result = output.result
     assert result["llm_circuit_breaker"]["open"] is True
     config = DeduplicateRelationsConfig()
@@ -159,7 +84,7 @@ async def test_the_circuit_breaker_stops_the_sending_on_both_engines(engine: str
     unavailable = [i for i in result["issues"] if i["code"] == "llm_unavailable"]
     assert len(unavailable) == result["llm_unavailable_group_count"] == result["failed_group_count"]
     assert model.calls < config.max_attempts * len(unavailable)  # most were never asked
-    rules, rules_store = await _run(NoLanguageModel(), LocalEngine())
+    rules, rules_store = await dev_engine_run(NoLanguageModel(), LocalEngine())
     assert output.relation_id_mapping == rules.relation_id_mapping
 
     def asked(written: MemoryStore) -> set[str]:
@@ -236,9 +161,9 @@ def test_engine_ray_without_ray_installed_says_how_to_get_it(
 @needs_dev
 async def test_a_window_of_one_chunk_gives_the_local_outputs_of_many_chunks() -> None:
     config = DeduplicateRelationsConfig(records_per_chunk=60)
-    local = await _run(NoLanguageModel(), LocalEngine(), config)
-    distributed = await _run(NoLanguageModel(), RayEngine(window=1), config)
-    _same(local, distributed)
+    local = await dev_engine_run(NoLanguageModel(), LocalEngine(), config)
+    distributed = await dev_engine_run(NoLanguageModel(), RayEngine(window=1), config)
+    assert_same_outputs(local, distributed)
     assert local[0].result["chunk_count"] > 5
     engine = distributed[0].result["engine"]
     assert engine["chunks"] == local[0].result["chunk_count"] and engine["worker_cpu_s"] > 0

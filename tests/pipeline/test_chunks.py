@@ -21,10 +21,11 @@ from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.pipeline import RunOutput, run_pipeline
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
+from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
 from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
+from tests.support.engines import Refused
 
 DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
@@ -110,18 +111,10 @@ async def test_llm_judged_chunks_give_the_whole_batch_result() -> None:
     _assert_same(whole, chunked)
 
 
-class _Refused:
-    name = "refused"
-    available = True
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        raise ProviderError("401 unauthorized", retryable=False)
-
-
 @needs_dev
 async def test_a_failing_chunk_stops_the_run_and_leaves_no_task_or_open_file() -> None:
     descriptors = set(os.listdir("/proc/self/fd"))
     with pytest.raises(ProviderError, match="401"):
-        await _run(_Refused(), 40)  # the first chunk with an LLM question fails
+        await _run(Refused(), 40)  # the first chunk with an LLM question fails
     assert asyncio.all_tasks() == {asyncio.current_task()}
     assert set(os.listdir("/proc/self/fd")) <= descriptors  # spool, logs, report closed
