@@ -176,8 +176,7 @@ class Tally:
 class ChunkResult:
     """What one chunk gives the driver. ``outputs``: (members, relation id, relation
     JSON) per output relation, in order of first member. ``cpu``: CPU seconds per stage
-    in the process that worked the chunk; ``node``: the Ray node it ran on ("" here);
-    ``process``: the local worker process that worked it (0: the driver)."""
+    in the process that worked the chunk; ``node``: the Ray node it ran on ("" here)."""
 
     number: int
     outputs: list[tuple[tuple[int, ...], str, bytes]] = field(default_factory=list)
@@ -194,7 +193,6 @@ class ChunkResult:
     wall: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     wall_s: float = 0.0
     node: str = ""
-    process: int = 0
     invalid_answers: int = 0  # unusable LLM answers seen by a worker's model
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
 

@@ -18,7 +18,7 @@ def test_modelled_speedup_is_bound_by_the_driver() -> None:
 
 
 def test_worker_cpu_is_summed_per_stage_and_nodes_collected() -> None:
-    figures = EngineFigures("ray")
+    figures = EngineFigures("ray", in_process=False)
     for node, embed in (("a", 3.0), ("b", 5.0), ("a", 1.0)):
         figures.add(ChunkResult(0, cpu={"embed": embed, "decide": 1.0}, node=node))
     meter = CpuMeter()
@@ -33,7 +33,7 @@ def test_worker_cpu_is_summed_per_stage_and_nodes_collected() -> None:
 
 
 def test_local_chunks_count_as_driver_cpu() -> None:
-    figures = EngineFigures("local")
+    figures = EngineFigures("local", in_process=True)
     figures.add(ChunkResult(0, cpu={"embed": 3.0}, wall={"embed": 2.0, "decide": 1.0}))
     shown = figures.figures({"workers": 0}, CpuMeter(), 3.0)
     assert shown["worker_cpu_s"] == 0 and figures.wall == {"embed": 2.0, "semantic": 1.0}

@@ -29,9 +29,9 @@ def modelled_speedup(driver_cpu_s: float, total_cpu_s: float, workers: int) -> f
 class EngineFigures:
     """Adds up what chunk results say about where they ran and what they cost."""
 
-    def __init__(self, name: str, in_process: bool | None = None) -> None:
+    def __init__(self, name: str, in_process: bool) -> None:
         self.name = name
-        self.local = name == "local" if in_process is None else in_process
+        self.local = in_process
         self.nodes: set[str] = set()
         self.worker_cpu: dict[str, float] = {}
         self.wall: dict[str, float] = {}  # wall seconds per stage of in-process chunk work

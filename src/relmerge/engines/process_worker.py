@@ -187,7 +187,6 @@ class Worker:
             return ("error", traceback.format_exc()), None
         result.invalid_answers = model.invalid_answers
         result.progress = progress.left()
-        result.process = os.getpid()
         if embedder is not None:
             result.new_vectors = embedder.new
         return ("ok", None), result
