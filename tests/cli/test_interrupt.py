@@ -85,19 +85,25 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def test_an_interrupted_run_ends_its_embedding_helper_process(tmp_path: Path) -> None:
-    """A batch large enough for the default embedder to start its helper process; SIGTERM
-    while the helper embeds: the run exits 143 and the helper is gone."""
-    source = tmp_path / "relations.jsonl"
-    with source.open("wb") as handle:
-        for i in range(4400):  # distinct texts above the size that starts the helper
+def _batch(path: Path, count: int, pairs: int) -> Path:
+    """``count`` relations with distinct descriptions over ``pairs`` entity pairs."""
+    with path.open("wb") as handle:
+        for i in range(count):
             item = record(
                 f"r{i}",
-                source_entity_id=f"e{i % 900}",
-                target_entity_id=f"f{i % 900}",
+                source_entity_id=f"e{i % pairs}",
+                target_entity_id=f"f{i % pairs}",
                 description=f"Fact number {i} about harbour {i * 7 % 1013} and river {i % 89}.",
             )
             handle.write(orjson.dumps(item) + b"\n")
+    return path
+
+
+def test_an_interrupted_run_ends_its_embedding_helper_process(tmp_path: Path) -> None:
+    """A batch large enough for the default embedder to start its helper process; SIGTERM
+    while the helper embeds: the run exits 143 and the helper is gone."""
+    # distinct texts above the size that starts the helper
+    source = _batch(tmp_path / "relations.jsonl", 4400, pairs=900)
     command = ["run", str(source), "-o", str(tmp_path / "out"), "--no-cache", "-q"]
     process = subprocess.Popen(
         [sys.executable, "-m", "relmerge", *command],
@@ -125,16 +131,7 @@ def test_an_interrupted_run_ends_its_worker_processes(tmp_path: Path) -> None:
     """A batch of several chunks worked by two worker processes; Ctrl-C (SIGINT to the
     whole process group, as a terminal sends it) while they work: the run exits 130 and
     no worker is left."""
-    source = tmp_path / "relations.jsonl"
-    with source.open("wb") as handle:
-        for i in range(3000):
-            item = record(
-                f"r{i}",
-                source_entity_id=f"e{i % 700}",
-                target_entity_id=f"f{i % 700}",
-                description=f"Fact number {i} about harbour {i * 7 % 1013} and river {i % 89}.",
-            )
-            handle.write(orjson.dumps(item) + b"\n")
+    source = _batch(tmp_path / "relations.jsonl", 3000, pairs=700)
     config = tmp_path / "relmerge.toml"
     config.write_text("records_per_chunk = 500\n")
     command = ["run", str(source), "-o", str(tmp_path / "out"), "--no-cache", "-q"]
