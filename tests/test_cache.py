@@ -181,3 +181,22 @@ async def test_the_step_with_a_cache_asks_nothing_the_second_time(tmp_path: Path
     assert {k: v for k, v in second_files.items() if k.startswith("deduplicated_")} == {
         k: v for k, v in first_files.items() if k.startswith("deduplicated_")
     }
+
+
+async def test_a_run_is_served_only_the_vectors_stored_before_it_began(tmp_path: Path) -> None:
+    """A text another chunk of this run embedded is embedded again (its vector would
+    depend on which chunk finished first); what earlier runs stored is served."""
+    cache = RunCache(tmp_path / "c.sqlite")
+    inner = CountingEmbedder()
+    embedder = PersistentEmbedder(inner, cache)
+    embedder.begin_run()
+    await embedder.embed(["x", "y"])
+    await embedder.embed(["x", "z"])
+    embedder.store([("w", np.ones(512, np.float32).tobytes())])
+    assert inner.seen == ["x", "y", "x", "z"]
+    assert embedder.stored(["x", "w", "z"]) == {}
+
+    embedder.begin_run()  # the next run
+    await embedder.embed(["x", "y", "z"])
+    assert inner.seen == ["x", "y", "x", "z"]
+    assert sorted(embedder.stored(["x", "w", "q"])) == [0, 1]

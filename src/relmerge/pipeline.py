@@ -47,7 +47,7 @@ from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.breaker import CircuitBreakerModel
-from relmerge.providers.cached import CachingModel
+from relmerge.providers.cached import CachingModel, persistent_layer
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
@@ -450,6 +450,9 @@ async def _deduplicate(
         on_invalid=lambda: phases.count("llm", "retried"),
     )
     semantic_on = config.semantic_merge and embedder is not None
+    persistent = persistent_layer(embedder)
+    if persistent is not None:
+        persistent.begin_run()  # each chunk embeds its own texts, on every engine
     contexts = canonical_entities(entities, mapping)
     report = (
         EntityReport(config.similarity_threshold, config.entity_report_limit)

@@ -33,8 +33,9 @@ from relmerge.cputime import process_cpu_seconds
 from relmerge.decide.retry import report_unreachable
 from relmerge.engines.gateway import Outcome, answer, raise_failure
 from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
-from relmerge.engines.workers import DeskModel, persistent_layer, recipe_for
+from relmerge.engines.workers import DeskModel, recipe_for
 from relmerge.errors import ConfigError
+from relmerge.providers.cached import persistent_layer
 from relmerge.providers.embedding import Vectors
 
 _PER_WORKER = 2  # chunks a worker holds at once: the one it works and the next
@@ -316,15 +317,22 @@ class ProcessEngine:
             yield result
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """The driver's own texts (the report's entity names) embedded by the workers in
-        parts of whole 1024s (the model's batches fall where a one-process run's fall):
-        the driver never loads the model."""
+        """The driver's own texts (the report's entity names): those the cache serves
+        from it, the rest embedded by the workers in parts of whole 1024s (the model's
+        batches fall where a one-process run's fall) and stored; the driver never loads
+        the model."""
         recipe = recipe_for(run.embedder)
         if recipe is None or not texts:
             if run.embedder is None:
                 raise AssertionError("no embedder")  # the pipeline asks only with one
             return await run.embedder.embed(texts)
         await self._start(run)
+        persistent = persistent_layer(run.embedder)
+        if persistent is None:
+            return await self._embed_on_workers(list(texts))
+        return await persistent.embed_with(texts, self._embed_on_workers)
+
+    async def _embed_on_workers(self, texts: list[str]) -> Vectors:
         size = 1024 * max(1, -(-len(texts) // (4 * self.workers * 1024)))
         loop = asyncio.get_running_loop()
         keys = []
@@ -334,7 +342,7 @@ class ProcessEngine:
             self._futures[key] = loop.create_future()
             worker = self._pool[n % len(self._pool)]
             worker.held.add(key)
-            await worker.send(("embed", key[1], list(texts[start : start + size])))
+            await worker.send(("embed", key[1], texts[start : start + size]))
             keys.append(key)
         parts = []
         for key in keys:

@@ -49,12 +49,11 @@ from relmerge.engines.workers import (
     DeskModel,
     EmbedderRecipe,
     WorkerEmbedder,
-    persistent_layer,
     recipe_for,
     worker_base,
 )
 from relmerge.errors import ConfigError, ProviderError
-from relmerge.providers.cached import PersistentEmbedder
+from relmerge.providers.cached import PersistentEmbedder, persistent_layer
 from relmerge.providers.embedding import Vectors
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
@@ -142,9 +141,9 @@ class RayEngine:
         """The actors end with each run; a Ray this engine joined is left to its owner."""
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """Texts of the driver's own phases (the report's entity names) on the workers, in
-        parts: the driver never loads the model; an embedder that cannot be built there
-        embeds in the driver."""
+        """Texts of the driver's own phases (the report's entity names): those the cache
+        serves from it, the rest on the workers, in parts, and stored; the driver never
+        loads the model; an embedder that cannot be built there embeds in the driver."""
         recipe = recipe_for(run.embedder)
         if recipe is None or not texts:
             if run.embedder is None:
@@ -156,15 +155,22 @@ class RayEngine:
             _embed_on_worker
         )
         self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        # Parts of whole 1024s: the model's batches fall where a local run's fall.
-        size = 1024 * max(1, -(-len(texts) // (4 * self._cpus * 1024)))
-        refs = [task.remote(recipe, list(texts[i : i + size])) for i in range(0, len(texts), size)]
-        parts = []
-        for ref in refs:
-            vectors, cpu = await landed(ref)
-            self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
-            parts.append(vectors)
-        return np.concatenate(parts)
+
+        async def on_workers(texts: list[str]) -> Vectors:
+            # Parts of whole 1024s: the model's batches fall where a local run's fall.
+            size = 1024 * max(1, -(-len(texts) // (4 * self._cpus * 1024)))
+            refs = [task.remote(recipe, texts[i : i + size]) for i in range(0, len(texts), size)]
+            parts = []
+            for ref in refs:
+                vectors, cpu = await landed(ref)
+                self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
+                parts.append(vectors)
+            return np.concatenate(parts)
+
+        persistent = persistent_layer(run.embedder)
+        if persistent is None:
+            return await on_workers(list(texts))
+        return await persistent.embed_with(texts, on_workers)
 
     async def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]

@@ -56,10 +56,6 @@ def recipe_for(embedder: EmbeddingModel | None) -> EmbedderRecipe | None:
     return EmbedderRecipe("use") if isinstance(base, UseEmbedder) else None
 
 
-def persistent_layer(embedder: EmbeddingModel | None) -> PersistentEmbedder | None:
-    return next((c for c in _chain(embedder) if isinstance(c, PersistentEmbedder)), None)
-
-
 # One embedder per worker process, built on its first task and kept for the later ones:
 # loading the default model takes about a second.
 _WORKER_EMBEDDERS: dict[EmbedderRecipe, EmbeddingModel] = {}

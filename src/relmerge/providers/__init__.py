@@ -39,7 +39,8 @@ def get_llm(settings: LLMSettings) -> LanguageModel:
 
 def get_embedder(settings: EmbeddingSettings, cache: RunCache | None = None) -> EmbeddingModel:
     """Build the embedder named by ``settings`` (``use``, ``hash`` or ``openai``): each
-    distinct text embedded once per run, and once ever when a persistent ``cache`` is given."""
+    distinct text of a chunk embedded once, and a later run served what earlier ones
+    stored when a persistent ``cache`` is given."""
     inner: EmbeddingModel
     if settings.provider == "hash":
         inner = HashEmbedder()

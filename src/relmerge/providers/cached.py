@@ -9,7 +9,7 @@ embedding vectors, in chunks so that a killed run keeps what it had embedded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -97,8 +97,12 @@ def embedder_namespace(embedder: Any) -> str:
 class PersistentEmbedder:
     """Vectors from ``cache`` where present; the rest embedded by ``inner`` and stored.
 
-    Vectors are stored as the exact float32 bytes, so a cached vector equals a fresh one
-    and a resumed run scores every pair as an uninterrupted run does.
+    Vectors are stored as the exact float32 bytes, so a cached vector equals a fresh one.
+    A run is served only the vectors stored before it began (:meth:`begin_run`): the
+    default model's vector of a text differs in the last bits with the batch it shares,
+    so a chunk that took a vector another chunk of the same run had just embedded would
+    score differently depending on which chunk finished first — on worker processes or
+    Ray, a matter of timing. Each chunk embeds its own texts instead, as on every engine.
     """
 
     def __init__(self, inner: EmbeddingModel, cache: RunCache) -> None:
@@ -107,32 +111,60 @@ class PersistentEmbedder:
         self.name = inner.name
         self._namespace = embedder_namespace(inner)
         self.embedded_texts = 0
+        self._this_run: set[bytes] = set()  # keys stored since begin_run
+
+    def begin_run(self) -> None:
+        """From now on, vectors stored so far are served; those stored later are not."""
+        self._this_run.clear()
+
+    def _served(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        found = self.cache.vectors(keys)
+        return {key: data for key, data in found.items() if key not in self._this_run}
 
     def stored(self, texts: Sequence[str]) -> dict[int, bytes]:
-        """The stored vectors (float32 bytes) of those ``texts`` the cache holds, by
+        """The stored vectors (float32 bytes) of those ``texts`` the cache serves, by
         position: what a worker that embeds the rest itself asks for."""
         keys = [vector_key(self._namespace, text) for text in texts]
-        found = self.cache.vectors(keys)
+        found = self._served(keys)
         return {i: found[key] for i, key in enumerate(keys) if key in found}
 
     def store(self, items: Sequence[tuple[str, bytes]]) -> None:
         """Keep vectors (float32 bytes) a worker embedded with the same embedder."""
-        self.cache.put_vectors((vector_key(self._namespace, text), data) for text, data in items)
+        keyed = [(vector_key(self._namespace, text), data) for text, data in items]
+        self.cache.put_vectors(keyed)
+        self._this_run.update(key for key, _ in keyed)
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
+        return await self.embed_with(texts, self.inner.embed)
+
+    async def embed_with(
+        self, texts: Sequence[str], embed: Callable[[list[str]], Awaitable[Vectors]]
+    ) -> Vectors:
+        """As :meth:`embed`, the missing texts embedded by ``embed`` (a model that runs
+        elsewhere, such as on the workers of an engine) in parts of ``EMBED_CHUNK``."""
         keys = [vector_key(self._namespace, text) for text in texts]
-        stored = self.cache.vectors(keys)
+        stored = self._served(keys)
         missing = [i for i, key in enumerate(keys) if key not in stored]
         for start in range(0, len(missing), EMBED_CHUNK):
             chunk = missing[start : start + EMBED_CHUNK]
-            vectors = await self.inner.embed([texts[i] for i in chunk])
+            vectors = await embed([texts[i] for i in chunk])
             items = [
                 (keys[i], np.ascontiguousarray(vector, np.float32).tobytes())
                 for i, vector in zip(chunk, vectors, strict=True)
             ]
             self.cache.put_vectors(items)
+            self._this_run.update(key for key, _ in items)
             stored.update(items)
             self.embedded_texts += len(chunk)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([np.frombuffer(stored[key], dtype=np.float32) for key in keys])
+
+
+def persistent_layer(embedder: Any) -> PersistentEmbedder | None:
+    """The :class:`PersistentEmbedder` among ``embedder`` and what it wraps, if any."""
+    while embedder is not None:
+        if isinstance(embedder, PersistentEmbedder):
+            return embedder
+        embedder = getattr(embedder, "inner", None)
+    return None
