@@ -25,7 +25,7 @@ from relmerge.progress import NoProgress
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
 from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
 from relmerge.providers.gold import GoldJudge
-from tests.support.dev_cli import DEV
+from tests.support.dev_cli import DEV, dev_rules_args, written_files
 from tests.support.engines import (
     EngineRun,
     InFlight,
@@ -162,29 +162,9 @@ def test_the_default_engine_uses_workers_only_where_they_can_help(
 
 
 def _cli_outputs(out: Path, *extra: str) -> tuple[dict[str, bytes], dict[str, Any]]:
-    result = CliRunner().invoke(
-        main,
-        [
-            "run",
-            str(DEV / "relations.jsonl"),
-            "--entity-mapping",
-            str(DEV / "entity_id_mapping.json"),
-            "--output",
-            str(out),
-            "--llm",
-            "none",
-            "--embedding",
-            "hash",
-            "-q",
-            *extra,
-        ],
-    )
+    result = CliRunner().invoke(main, dev_rules_args(out, *extra))
     assert result.exit_code == 0, result.output
-    files = {
-        path.relative_to(out).as_posix(): path.read_bytes()
-        for path in out.rglob("*")
-        if path.is_file() and ".relmerge" not in path.parts
-    }
+    files = written_files(out)
     manifest = orjson.loads(files.pop("deduplicate_relations_result.json"))
     manifest.pop("seconds")
     engine = manifest.pop("engine")

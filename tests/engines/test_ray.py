@@ -18,6 +18,7 @@ from relmerge.eval.gold import load_gold
 from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
+from tests.support.dev_cli import DEV, dev_rules_args, written_files
 from tests.support.engines import (
     InFlight,
     Refused,
@@ -29,7 +30,6 @@ from tests.support.engines import (
 ray = pytest.importorskip("ray")
 from relmerge.engines.ray_engine import RayEngine  # noqa: E402
 
-DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
 
 
@@ -99,30 +99,9 @@ def test_cli_engine_ray_writes_the_local_outputs(tmp_path: Path) -> None:
     outputs: dict[str, Any] = {}
     for engine in ("local", "ray"):
         out = tmp_path / engine
-        result = CliRunner().invoke(
-            main,
-            [
-                "run",
-                str(DEV / "relations.jsonl"),
-                "--entity-mapping",
-                str(DEV / "entity_id_mapping.json"),
-                "--output",
-                str(out),
-                "--llm",
-                "none",
-                "--embedding",
-                "hash",
-                "--engine",
-                engine,
-                "-q",
-            ],
-        )
+        result = CliRunner().invoke(main, dev_rules_args(out, "--engine", engine))
         assert result.exit_code == 0, result.output
-        outputs[engine] = {
-            path.relative_to(out).as_posix(): path.read_bytes()
-            for path in out.rglob("*")
-            if path.is_file() and ".relmerge" not in path.parts
-        }
+        outputs[engine] = written_files(out)
     manifest = "deduplicate_relations_result.json"
     local, distributed = outputs["local"], outputs["ray"]
     engines = {}

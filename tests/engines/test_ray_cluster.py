@@ -20,7 +20,7 @@ import pytest
 
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
-from tests.support.dev_cli import DEV, dev_run_args
+from tests.support.dev_cli import DEV, dev_run_args, written_files
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer
 from tests.support.ray_cluster import RayCluster
@@ -51,11 +51,7 @@ def _run(out: Path, base_url: str, config: Path, *engine: str) -> dict[str, Any]
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {
-        path.relative_to(out).as_posix(): path.read_bytes()
-        for path in out.rglob("*")
-        if path.is_file() and ".relmerge" not in path.parts and path.name != RESULT
-    }
+    return {path: data for path, data in written_files(out).items() if path != RESULT}
 
 
 @needs_dev

@@ -1,4 +1,4 @@
-"""The dev-set ``relmerge run`` used by the resume tests and the kill soak, and what
+"""The dev-set ``relmerge run`` used by the resume, kill-soak and engine tests, and what
 "same outputs" means for them (DESIGN §7: relation files, mapping and key lists)."""
 
 from __future__ import annotations
@@ -31,6 +31,33 @@ def dev_run_args(out: Path, base_url: str, concurrency: int, *extra: str) -> lis
         "-q",
         *extra,
     ]
+
+
+def dev_rules_args(out: Path, *extra: str) -> list[str]:
+    """``run`` arguments: the dev set and its mapping, no LLM, the model-free embedder."""
+    return [
+        "run",
+        str(DEV / "relations.jsonl"),
+        "--entity-mapping",
+        str(DEV / "entity_id_mapping.json"),
+        "--output",
+        str(out),
+        "--llm",
+        "none",
+        "--embedding",
+        "hash",
+        "-q",
+        *extra,
+    ]
+
+
+def written_files(out: Path) -> dict[str, bytes]:
+    """Every file a run wrote under ``out`` but its cache (``.relmerge``), by path."""
+    return {
+        path.relative_to(out).as_posix(): path.read_bytes()
+        for path in out.rglob("*")
+        if path.is_file() and ".relmerge" not in path.parts
+    }
 
 
 def run_outputs(out: Path) -> dict[str, bytes]:
