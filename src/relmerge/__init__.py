@@ -14,6 +14,10 @@ from relmerge.judge import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
 from relmerge.step import DeduplicateRelations
 
+# The one place the version is written: the build reads it (pyproject [tool.hatch.version]),
+# `relmerge --version` prints it.
+__version__ = "0.1.0"
+
 __all__ = [
     "Decision",
     "DeduplicateRelations",
