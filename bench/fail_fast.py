@@ -4,8 +4,9 @@ that dies mid-run, an interrupt, and forged requests to the review page.
     PYTHONPATH=. .venv/bin/python bench/fail_fast.py [--trials 3] [--parts endpoints dying
         interrupt review] [--interrupt-size 20000]
 
-* **endpoints**: the sample batch (``examples/sample``) against each dead or wrong endpoint,
-  ``--trials`` times each, as a user would run it (a fresh process, the default embedder):
+* **endpoints**: the sample batch shipped in the package (``relmerge.data.sample_dir()``)
+  against each dead or wrong endpoint, ``--trials`` times each, as a user would run it (a
+  fresh process, the default embedder):
   worst seconds from start to exit, the exit statuses, and the requests each endpoint
   received besides the one preflight request (must be 0).
 * **dying**: the dev set (``../shared/data/dev``) against the gold judge on a loopback
@@ -52,10 +53,11 @@ from tests.support.gold_judge import gold_task_handler  # noqa: E402
 from tests.support.llm_server import LLMServer, Reply, is_preflight  # noqa: E402
 from tests.support.review_forgery import forged_requests, send  # noqa: E402
 
+from relmerge.data import sample_dir  # noqa: E402
 from relmerge.eval.gold import load_gold  # noqa: E402
 from relmerge.providers.gold import GoldJudge  # noqa: E402
 
-SAMPLE = ROOT / "examples" / "sample"
+SAMPLE = sample_dir()
 RELMERGE = [sys.executable, "-m", "relmerge"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -6,6 +6,7 @@ import pytest
 
 from relmerge import DeduplicateRelationsConfig
 from relmerge.config import load_toml_config
+from relmerge.data import sample_dir
 from relmerge.errors import ConfigError
 
 
@@ -73,7 +74,7 @@ def test_a_toml_file_with_a_removed_threshold_is_refused_through_the_cli(tmp_pat
 
     config = tmp_path / "old.toml"
     config.write_text("auto_merge_name_cosine = 0.6\nauto_merge_cosine = 0.9\n")
-    records = Path(__file__).resolve().parents[1] / "examples" / "sample" / "relations.jsonl"
+    records = sample_dir() / "relations.jsonl"
     result = CliRunner().invoke(
         main, ["run", str(records), "-o", str(tmp_path / "out"), "--config", str(config)]
     )

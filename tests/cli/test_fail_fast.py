@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.cli import main
+from relmerge.data import sample_dir
 from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
 from relmerge.providers.gold import GoldJudge
@@ -33,8 +34,7 @@ from tests.support.dev_cli import dev_run_args, run_outputs
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import PREFLIGHT_OK, LLMServer, Reply
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "sample"
+EXAMPLE = sample_dir()
 KEY = "sk-test-0123456789abcdef"
 
 

@@ -9,10 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
+from relmerge.data import sample_dir
 from relmerge.model import ExtractedRelation
 
 DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sample"
+EXAMPLE = sample_dir()
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
 

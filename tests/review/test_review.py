@@ -10,11 +10,11 @@ from pathlib import Path
 import orjson
 import pytest
 
+from relmerge.data import sample_dir
 from relmerge.review.queue import ReviewQueue
 from tests.support.browser import CHROMIUM, launch_chromium
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "sample"
+EXAMPLE = sample_dir()
 RELMERGE = [sys.executable, "-m", "relmerge"]
 
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
+from relmerge import __version__
 from relmerge.cli.convert import export_command, import_command
+from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
 from relmerge.cli.report import report_command
@@ -39,7 +41,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group)
-@click.version_option(package_name="relmerge")
+@click.version_option(version=__version__, prog_name="relmerge")
 def main() -> None:
     """relmerge: deduplicate the relations of LLM-extracted knowledge graphs."""
 
@@ -51,5 +53,6 @@ main.add_command(judge_command)
 main.add_command(import_command)
 main.add_command(export_command)
 main.add_command(report_command)
+main.add_command(demo_command)
 
 __all__ = ["main"]
