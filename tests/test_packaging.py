@@ -87,7 +87,7 @@ def test_the_license_and_project_links_are_in_the_metadata() -> None:
 def test_relmerge_is_imported_from_the_installed_wheel_not_the_checkout() -> None:
     location = Path(relmerge.__file__).resolve()
     assert "site-packages" in location.parts, location
-    assert not location.is_relative_to(REPO), location
+    assert not location.is_relative_to(REPO / "src"), location
     direct_url = json.loads(metadata.distribution("relmerge").read_text("direct_url.json") or "{}")
     assert not direct_url.get("dir_info", {}).get("editable"), "an editable install"
     assert direct_url.get("url", "").endswith(".whl"), direct_url
