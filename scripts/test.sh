@@ -3,8 +3,9 @@
 #   1. build the sdist and the wheel and check them (twine check --strict);
 #   2. install the wheel alone into a fresh environment outside the checkout and run
 #      `relmerge demo` there;
-#   3. install the built wheel (not editable) with its extras [dev,heta,ray,s3] into .venv,
-#      then ruff, ruff format --check, mypy and pytest against it.
+#   3. install the built wheel (not editable) with its extras [dev,heta,ray,s3,docs] into
+#      .venv, then ruff, ruff format --check, mypy and pytest against it;
+#   4. build the documentation site strictly (broken links, anchors, pages left out fail).
 # Arguments go to pytest. Step 3 replaces an editable install in .venv (CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,11 +40,11 @@ for name in deduplicate_relations_result.json relation_id_mapping.json \
   fi
 done
 
-phase "install the wheel with [dev,heta,ray,s3] into .venv"
+phase "install the wheel with [dev,heta,ray,s3,docs] into .venv"
 # Not the checkout: the tests test what `pip install relmerge[...]` gives. An earlier
 # install of the same version (editable, or a wheel built before) goes first.
 .venv/bin/python -m pip uninstall --quiet --yes relmerge 2>/dev/null || true
-.venv/bin/python -m pip install --quiet "relmerge[dev,heta,ray,s3] @ file://$wheel"
+.venv/bin/python -m pip install --quiet "relmerge[dev,heta,ray,s3,docs] @ file://$wheel"
 # The review page is tested in a real headless browser: Debian's chromium (Playwright's
 # own browser download cannot work offline).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
@@ -60,5 +61,10 @@ phase "pytest against the installed wheel"
 # tests/test_packaging.py: relmerge must come from site-packages, and these artifacts
 # must carry the project's files.
 RELMERGE_TEST_WHEEL=1 RELMERGE_DIST="$work/dist" .venv/bin/pytest "$@"
+phase "documentation site (mkdocs build --strict)"
+# --strict fails on any warning, and mkdocs.yml turns broken links and anchors and pages
+# left out of the nav into warnings. Not --quiet: it silences the warnings, and strict
+# mode then has nothing to fail on.
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --site-dir "$work/site"
 phase "done"
 printf '%s\n' "${timings[@]}"
