@@ -103,6 +103,13 @@ def test_the_fuzzy_keep_band_at_zero_is_off() -> None:
     assert "fuzzy keep-apart band: off" in _legend_texts(fig)
 
 
+def test_a_band_the_run_does_not_name_is_neither_drawn_nor_called_off() -> None:
+    fig = _drawn(scores_chart(_scored([0.2, 0.4]), {}))
+    assert _band_lines(_axes(fig, "axes-cosine")) == [] == _band_lines(_axes(fig, "axes-fuzzy"))
+    assert not [text for text in _legend_texts(fig) if "off" in text]
+    assert _axes(fig, "axes-cosine").get_xlim()[0] > 0
+
+
 def _whole(values: list[float]) -> bool:
     return all(float(value).is_integer() for value in values)
 

@@ -201,7 +201,11 @@ def _score_histogram(
             values[pair.outcome].append(value)
     present = [outcome for outcome in OUTCOMES if values[outcome]]
     everything = [v for outcome in present for v in values[outcome]]
-    mine = {name: thresholds.get(name) for name, owner in THRESHOLDS.items() if owner == score}
+    mine = {
+        name: thresholds[name]
+        for name, owner in THRESHOLDS.items()
+        if owner == score and name in thresholds
+    }
     bands = {name: v for name, v in mine.items() if v is not None and band_on(name, v)}
     if score == "fuzzy":
         low, high = 0.0, 100.0
