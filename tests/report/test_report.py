@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
+from relmerge.report.words import plain
 from tests.support.browser import CHROMIUM, launch_chromium
 from tests.support.dev_cli import DEV
 
@@ -159,7 +160,10 @@ def test_groups_show_their_members_from_input(llm_out: Path, llm_page: str) -> N
         llm_page
     )
     assert llm_page.count('<article class="group">') == 20  # the default sample
-    assert "merged by llm" in llm_page
+    llm = plain("tier", "llm")
+    assert re.search(
+        rf'merged by <span class="term" title="[^"]*\(tier: llm\)">{llm}</span>', llm_page
+    )
     assert "not in INPUT" not in llm_page
     first_member = next(i for i, o in mapping.items() if o == largest)
     record = next(
@@ -278,12 +282,14 @@ def test_groups_sample_is_largest_first_then_random_and_stable() -> None:
 
 def test_plot_labels_from_data_cannot_inject_markup_or_mathtext() -> None:
     from relmerge.report.model import IssueCount
-    from relmerge.report.plots import issues_plot
+    from relmerge.report.plots import issues_chart
     from relmerge.report.svg import label
 
     assert label("a$b</svg>") == "a?b?/svg?"
-    svg = issues_plot([IssueCount("</svg><script>x</script>$\\alpha$", "warning", 3, "m")])
-    assert svg is not None and svg.count("<svg") == 1 and "<script" not in svg
+    chart = issues_chart([IssueCount("</svg><script>x</script>$\\alpha$", "warning", 3, "m")])
+    assert chart is not None
+    svg = chart.svg()
+    assert svg.count("<svg") == 1 and "<script" not in svg
     assert 'id="issues-' in svg and "<!--" not in svg and "http" not in svg.split(">", 1)[1]
 
 

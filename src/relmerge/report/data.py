@@ -80,7 +80,10 @@ def gather(out: Path, input_path: Path | None = None, sample: int = 20) -> Repor
         summary=RunSummary.from_result(result),
         llm=LLMUsage.from_result(result),
         seconds=_seconds(result),
-        thresholds={key: as_float(config.get(key)) for key in (*THRESHOLDS, *EXTRA_THRESHOLDS)},
+        # A band the config does not name is unknown, not off: it is left out.
+        thresholds={
+            key: as_float(config[key]) for key in (*THRESHOLDS, *EXTRA_THRESHOLDS) if key in config
+        },
         settings={key: _setting(config[key]) for key in SETTINGS if key in config},
         issues=_issues(result),
         decisions=decisions,

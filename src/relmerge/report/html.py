@@ -8,11 +8,14 @@ as is comes from :mod:`relmerge.report.plots`, whose labels are sanitised.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from relmerge.report.model import Clarification, MergedGroup, ReportData, as_text
+from relmerge.report.model import Clarification, MergedGroup, ReportData, as_text, band_on
+from relmerge.report.plots import decision_row, decision_rows
+from relmerge.report.words import code_hint, term
 
 DESCRIPTION_CHARS = 300
 SECTIONS = {
@@ -31,6 +34,18 @@ SECTIONS = {
 
 def e(value: object) -> str:
     return html.escape(str(value), quote=True)
+
+
+def words(kind: str, code: str, prose: bool = False) -> str:
+    """A code in plain words; the tooltip says what it means and names the code."""
+    found = term(kind, code)
+    text = found.prose if prose else found.label
+    return f'<span class="term" title="{e(code_hint(kind, code))}">{e(text)}</span>'
+
+
+def words_and_code(kind: str, code: str) -> str:
+    """Plain words, then the code in small print (tables a technical reader greps)."""
+    return f'{words(kind, code)} <code class="code">{e(code)}</code>'
 
 
 def _css() -> str:
@@ -137,22 +152,35 @@ def _table(
 
 def _decisions_text(data: ReportData) -> str:
     d = data.decisions
-    return (
+    hint = (
         f'<p class="hint">{d.lines:,} lines in the decision log; a semantic decision is about'
         " a pair of relations (a group when the LLM clusters a block).</p>"
     )
+    rows = [stage_tier for stage_tier, _ in decision_rows(d)]
+    if not rows:
+        return hint
+    items = "".join(
+        f"<dt>{e(decision_row(stage, tier))}</dt><dd>{e(term('tier', tier).explain)}"
+        f' <code class="code">{e(stage)} / {e(tier)}</code></dd>'
+        for stage, tier in rows
+    )
+    return f'{hint}<dl class="glossary" id="glossary">{items}</dl>'
+
+
+def _band_value(name: str, value: float | None) -> str:
+    if band_on(name, value):
+        return e(f"{value:g}")
+    sentinel = f' <code class="code">{e(f"{value:g}")}</code>' if value is not None else ""
+    return f'<span class="off">off</span>{sentinel}'
 
 
 def _thresholds_table(data: ReportData) -> str:
-    rows = [
-        (f'<span class="id">{e(k)}</span>', e("off" if v is None else f"{v:g}"))
-        for k, v in data.thresholds.items()
-    ]
+    rows = [(words_and_code("band", k), _band_value(k, v)) for k, v in data.thresholds.items()]
     hint = (
         '<p class="hint">Only decisions made on scores carry them; pairs the LLM judged as a'
         " group are counted in the decisions plot.</p>"
     )
-    return hint + _table(["band threshold", "value"], rows, {1}, "kv")
+    return hint + _table(["band", "threshold"], rows, {1}, "kv")
 
 
 def _clusters_text(data: ReportData) -> str:
@@ -176,10 +204,10 @@ def _issues_table(data: ReportData) -> str:
     if not data.issues:
         return '<p class="hint">No issues.</p>'
     rows = [
-        (f'<span class="id">{e(i.code)}</span>', e(i.severity), e(i.count), e(i.example))
+        (words_and_code("issue", i.code), e(i.severity), e(i.count), e(i.example))
         for i in data.issues
     ]
-    return _table(["code", "severity", "count", "example"], rows, {2})
+    return _table(["issue", "severity", "count", "example"], rows, {2})
 
 
 def relation_html(record: dict[str, Any]) -> str:
@@ -226,7 +254,9 @@ def _groups_section(data: ReportData) -> str:
 
 
 def _group_html(group: MergedGroup) -> str:
-    tiers = ", ".join(f"{e(t)} ×{n}" for t, n in sorted(group.tiers.items()))
+    tiers = ", ".join(
+        f"{words('tier', t, prose=True)} ×{n}" for t, n in sorted(group.tiers.items())
+    )
     merged = relation_html(group.relation) if group.relation else ""
     rows = []
     for member in group.members:
@@ -255,21 +285,41 @@ def _clarifications_section(data: ReportData) -> str:
     )
     rows = [_clarification_row(c) for c in data.pending]
     table = _table(
-        ["question", "records", "scores", "reason", "policy until answered"], rows, set()
+        ["question", "records", "scores", "reason", "until a person answers"], rows, set()
     )
     return f"{head}{hint}{table}</section>"
 
 
 def _clarification_row(question: Clarification) -> tuple[str, ...]:
     records = "".join(f'<div class="record">{relation_html(r)}</div>' for r in question.records)
-    scores = "<br>".join(f"{e(k)}&nbsp;{v:.3g}" for k, v in question.scores.items())
+    scores = "<br>".join(
+        f'<span class="score">{words("score", k)} {v:.3g}</span>'
+        for k, v in question.scores.items()
+    )
+    policy = question.policy_decision
     return (
         f'<span class="id">{e(question.id)}</span>',
         records,
         scores,
-        e(question.reason),
-        e(question.policy_decision),
+        reason_html(question.reason),
+        words("verdict", policy) if policy else "",
     )
+
+
+# How decide/block.py names the rules' verdict in a clarification's reason.
+_TIER_IN_REASON = re.compile(r" ?\(tier ([a-z_]+)(?:, guards: ([a-z_, ]+))?\)")
+
+
+def reason_html(reason: str) -> str:
+    """A clarification's reason, escaped, its tier and guards in plain words."""
+    parts, last = [], 0
+    for match in _TIER_IN_REASON.finditer(reason):
+        parts.append(e(reason[last : match.start()]) + ": " + words("tier", match[1], True))
+        if match[2]:
+            guards = [g.strip() for g in match[2].split(",") if g.strip()]
+            parts.append("; " + ", ".join(words("guard", g) for g in guards))
+        last = match.end()
+    return "".join(parts) + e(reason[last:])
 
 
 def _rejected_section(data: ReportData) -> str:
@@ -286,8 +336,17 @@ def _rejected_section(data: ReportData) -> str:
     return "".join(parts)
 
 
+_SETTING_VALUES = {"true": "on", "false": "off", "null": "no limit"}
+
+
+def _setting_value(key: str, value: str) -> str:
+    if key == "unsure_policy":
+        return words_and_code("verdict", value)
+    return e(_SETTING_VALUES.get(value, value))
+
+
 def _settings_section(data: ReportData) -> str:
-    rows = [(f'<span class="id">{e(k)}</span>', e(v)) for k, v in data.settings.items()]
+    rows = [(words_and_code("setting", k), _setting_value(k, v)) for k, v in data.settings.items()]
     return (
         f'<section id="settings"><h2>{SECTIONS["settings"]}</h2>'
         + _table(["setting", "value"], rows, set(), "kv")

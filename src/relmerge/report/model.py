@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from relmerge.report.words import VERDICTS
+
 SCORE_NAMES = ("fuzzy", "cosine")
 # The band thresholds drawn on the score plots, with the score each belongs to.
 THRESHOLDS = {
@@ -19,12 +21,28 @@ THRESHOLDS = {
     "auto_merge_cosine": "cosine",
     "similarity_threshold": "cosine",
 }
+# A keep-apart band at its score's floor keeps nothing apart ("cosine below -1"): it is
+# how the config turns such a band off, as None turns off a merge band.
+_KEEP_FLOORS = {
+    "auto_keep_fuzzy": 0.0,
+    "auto_keep_cosine": -1.0,
+    "auto_keep_description_cosine": -1.0,
+}
+
+
+def band_on(name: str, value: float | None) -> bool:
+    """Whether the band threshold ``name`` at ``value`` can decide any pair."""
+    if value is None:
+        return False
+    floor = _KEEP_FLOORS.get(name)
+    return floor is None or value > floor
+
 
 # How a decision ended, for colours and legends; a policy decision is one nobody made.
+_ENDINGS = ("merge", "split", "partial_merge", "keep_both", "failed")
 OUTCOMES = {
-    "merge": "merged",
-    "keep_both": "kept apart",
-    "policy": "undecided (policy)",
+    **{verdict: VERDICTS[verdict].label for verdict in _ENDINGS},
+    "policy": "undecided: unsure policy applied",
     "other": "other verdict",
     "any": "decisions",  # only counts by tier are known (no decision log)
 }
@@ -33,7 +51,7 @@ OUTCOMES = {
 def outcome_of(tier: str, verdict: str) -> str:
     if tier == "policy":
         return "policy"
-    return verdict if verdict in ("merge", "keep_both", "any") else "other"
+    return verdict if verdict in (*_ENDINGS, "any") else "other"
 
 
 def as_int(value: Any) -> int:

@@ -1,13 +1,23 @@
-"""The report's plots, each an inline SVG string (or None when there is nothing to draw)."""
+"""The report's plots: each a :class:`Chart` (or None when there is nothing to draw),
+turned into inline SVG by :func:`all_plots`.
+
+Read by someone new to the run: labels are plain words (:mod:`relmerge.report.words`) with
+the code in a tooltip; counts have whole-number ticks; a band that is off is said to be
+off, never drawn at its sentinel (a cosine axis stretched to -1 by a band that decides
+nothing); no legend sits on the data.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.container import BarContainer
-from matplotlib.ticker import MaxNLocator
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from relmerge.report.model import (
     OUTCOMES,
@@ -16,31 +26,45 @@ from relmerge.report.model import (
     IssueCount,
     LLMUsage,
     ReportData,
+    band_on,
     outcome_of,
 )
-from relmerge.report.svg import figure, label, to_svg
+from relmerge.report.svg import Chart, figure, label
+from relmerge.report.words import BAND_LINES, BANDS, SCORES, code_hint, plain, term
 
 COLORS = {
     "merge": "#2e7d32",
+    "split": "#66bb6a",
+    "partial_merge": "#a5d6a7",
     "keep_both": "#9e9e9e",
+    "failed": "#c62828",
     "policy": "#f9a825",
-    "other": "#c62828",
+    "other": "#6d4c41",
     "any": "#1565c0",
 }
 SEVERITY_COLORS = {"info": "#1565c0", "warning": "#f9a825", "error": "#c62828"}
 _STAGES = {"exact": 0, "semantic": 1, "judge": 2}
 _MAX_SIZE = 12  # cluster sizes above this share one bar
+_BIN = 0.025  # cosine histogram bin width
+_LEGEND_ROW = 0.3  # inches a row of a legend below the axes takes
 
 
 def all_plots(data: ReportData) -> dict[str, str | None]:
-    return {
-        "decisions": decisions_plot(data.decisions),
-        "scores": scores_plot(data.decisions, data.thresholds),
-        "clusters": cluster_plot(data.cluster_sizes),
-        "llm": llm_plot(data.llm),
-        "issues": issues_plot(data.issues),
-        "seconds": seconds_plot(data.seconds),
+    charts = {
+        "decisions": decisions_chart(data.decisions),
+        "scores": scores_chart(data.decisions, data.thresholds),
+        "clusters": cluster_chart(data.cluster_sizes),
+        "llm": llm_chart(data.llm),
+        "issues": issues_chart(data.issues),
+        "seconds": seconds_chart(data.seconds),
     }
+    return {key: chart.svg() if chart else None for key, chart in charts.items()}
+
+
+def whole_numbers(axis: Axis) -> None:
+    """Ticks of a count axis: whole numbers only (no "0.25 pairs")."""
+    axis.set_major_locator(MaxNLocator(nbins="auto", steps=[1, 2, 5, 10], integer=True))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
 
 
 def _annotate(ax: Axes, bars: BarContainer, values: Sequence[float], fmt: str) -> None:
@@ -48,18 +72,35 @@ def _annotate(ax: Axes, bars: BarContainer, values: Sequence[float], fmt: str) -
     ax.bar_label(bars, labels=labels, padding=2, fontsize=8)
 
 
-def decisions_plot(decisions: Decisions) -> str | None:
-    """Decisions per stage and tier, stacked by outcome: where the merges come from."""
-    rows = sorted(
+def decision_row(stage: str, tier: str) -> str:
+    """A decisions row's label: where and by whom, in plain words."""
+    return label(f"{plain('stage', stage)}: {plain('tier', tier)}", 48)
+
+
+def decision_rows(decisions: Decisions) -> list[tuple[tuple[str, str], dict[str, int]]]:
+    """(stage, tier) and the counts by verdict: stage by stage, the most decisions first."""
+    return sorted(
         decisions.by_stage_tier.items(),
         key=lambda row: (_STAGES.get(row[0][0], 9), -sum(row[1].values()), row[0][1]),
     )
+
+
+def decisions_chart(decisions: Decisions) -> Chart | None:
+    """Decisions per stage and tier, stacked by outcome: where the merges come from."""
+    rows = decision_rows(decisions)
     if not rows:
         return None
     outcomes = [_sum_outcomes(tier, counts) for (_, tier), counts in rows]
     present = [o for o in OUTCOMES if any(o in row for row in outcomes)]
-    names = [label(f"{stage} / {tier}") for (stage, tier), _ in rows]
-    with figure(6.4, 1.1 + 0.3 * len(rows)) as fig:
+    names = [decision_row(stage, tier) for (stage, tier), _ in rows]
+    hints = {
+        name: f"{term('tier', tier).explain} (stage: {stage}, tier: {tier})"
+        for name, ((stage, tier), _) in zip(names, rows, strict=True)
+    }
+    hints.update({OUTCOMES[o]: f"outcome: {o}" for o in present})
+    columns = min(3, len(present))
+    legend_rows = math.ceil(len(present) / columns)
+    with figure(6.4, 1.3 + 0.3 * len(rows) + _LEGEND_ROW * legend_rows) as fig:
         ax = fig.subplots()
         left = np.zeros(len(rows))
         rows_at = np.arange(len(rows))  # positions, not names: two labels may sanitise alike
@@ -68,6 +109,9 @@ def decisions_plot(decisions: Decisions) -> str | None:
             bars = ax.barh(
                 rows_at, values, left=left, color=COLORS[outcome], label=OUTCOMES[outcome]
             )
+            for row, (patch, value) in enumerate(zip(bars.patches, values, strict=True)):
+                if value > 0:
+                    patch.set_gid(f"bar-{row}-{outcome}")
             left += values
         merges = [row.get("merge", 0) for row in outcomes]
         texts = [_merge_text(int(t), m) for t, m in zip(left, merges, strict=True)]
@@ -75,10 +119,14 @@ def decisions_plot(decisions: Decisions) -> str | None:
         ax.set_yticks(rows_at, names)
         ax.invert_yaxis()
         ax.set_xlim(0, max(left) * 1.3 or 1)
-        ax.set_xlabel("decisions (decisions.jsonl lines)")
-        ax.set_title("Decisions by stage / tier and outcome")
-        ax.legend(loc="lower right", fontsize=8)
-        return to_svg(fig, "decisions", "decisions by stage, tier and outcome")
+        whole_numbers(ax.xaxis)
+        ax.set_xlabel("decisions (lines of decisions.jsonl)")
+        ax.set_title("Who decided, and how it ended")
+        ax.set_gid("axes-decisions")
+        # Below the axes, in room the layout keeps for it: never over a bar.
+        legend = fig.legend(loc="outside lower center", ncols=columns, fontsize=8, frameon=False)
+        legend.set_gid("legend-outcomes")
+        return Chart(fig, "decisions", "decisions by stage, tier and outcome", hints)
 
 
 def _sum_outcomes(tier: str, counts: dict[str, int]) -> dict[str, int]:
@@ -91,34 +139,61 @@ def _sum_outcomes(tier: str, counts: dict[str, int]) -> dict[str, int]:
 
 def _merge_text(total: int, merges: int) -> str:
     if merges == total:
-        return f"{total} merge"
-    return f"{total} ({merges} merge)" if merges else str(total)
+        return f"{total:,}, all merged"
+    return f"{total:,} ({merges:,} merged)" if merges else f"{total:,}"
 
 
-def _verdict_order(verdict: str) -> tuple[int, str]:
-    order = {"merge": 0, "keep_both": 1}
-    return order.get(verdict, 2), verdict
+def cosine_span(values: Sequence[float], bands: Sequence[float]) -> tuple[float, float]:
+    """The cosine axis: the data and the bands that are on, out to tenths, within [-1, 1],
+    at least 0.2 wide."""
+    points = [*values, *bands] or [0.0, 1.0]
+    low = max(-1.0, math.floor(min(points) * 10 + 1e-9) / 10)
+    high = min(1.0, math.ceil(max(points) * 10 - 1e-9) / 10)
+    if high - low < 0.2:
+        low, high = max(-1.0, high - 0.2), min(1.0, max(high, low + 0.2))
+    return low, high
 
 
-def scores_plot(decisions: Decisions, thresholds: dict[str, float | None]) -> str | None:
+def scores_chart(decisions: Decisions, thresholds: dict[str, float | None]) -> Chart | None:
     """Fuzzy and cosine histograms of the scored semantic decisions, with the bands."""
     if not decisions.scored:
         return None
-    with figure(10, 3.6) as fig:
+    hints: dict[str, str] = {}
+    with figure(10, 3.9) as fig:
         axes = fig.subplots(1, 2)
+        off: list[str] = []
         for ax, score in zip(axes, ("fuzzy", "cosine"), strict=True):
-            _score_histogram(ax, decisions, score, thresholds)
+            off += _score_histogram(ax, decisions, score, thresholds, hints)
         handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
+        for name in off:
+            text = f"{BANDS[name].label}: off"
+            handles.append(Line2D([], [], linestyle="none"))
+            labels.append(text)
+            hints[text] = f"{name} = {_value(thresholds.get(name))}: this band decides nothing"
+        for outcome, text in OUTCOMES.items():
+            hints.setdefault(text, f"outcome: {outcome}")
+        legend = fig.legend(
+            handles, labels, loc="outside lower center", ncols=min(len(labels), 6), fontsize=8
+        )
+        legend.set_gid("legend-scores")
         shown, total = len(decisions.scored), decisions.scored_total
-        sampled = f" (random sample of {shown} of {total})" if shown < total else ""
-        fig.suptitle(f"Scores of {shown} semantic pair decisions{sampled}", fontsize=10)
-        return to_svg(fig, "scores", "score distributions with band thresholds")
+        sampled = f" (random sample of {shown:,} of {total:,})" if shown < total else ""
+        fig.suptitle(f"Scores of {shown:,} semantic pair decisions{sampled}", fontsize=10)
+        return Chart(fig, "scores", "score distributions with band thresholds", hints)
+
+
+def _value(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
 
 
 def _score_histogram(
-    ax: Axes, decisions: Decisions, score: str, thresholds: dict[str, float | None]
-) -> None:
+    ax: Axes,
+    decisions: Decisions,
+    score: str,
+    thresholds: dict[str, float | None],
+    hints: dict[str, str],
+) -> list[str]:
+    """One score's histogram and its bands that are on; the names of those that are off."""
     values: dict[str, list[float]] = {outcome: [] for outcome in OUTCOMES}
     for pair in decisions.scored:
         value = pair.fuzzy if score == "fuzzy" else pair.cosine
@@ -126,28 +201,35 @@ def _score_histogram(
             values[pair.outcome].append(value)
     present = [outcome for outcome in OUTCOMES if values[outcome]]
     everything = [v for outcome in present for v in values[outcome]]
+    mine = {
+        name: thresholds[name]
+        for name, owner in THRESHOLDS.items()
+        if owner == score and name in thresholds
+    }
+    bands = {name: v for name, v in mine.items() if v is not None and band_on(name, v)}
     if score == "fuzzy":
-        bins = np.linspace(0, 100, 41)
+        low, high = 0.0, 100.0
+        bins = [float(edge) for edge in np.linspace(0, 100, 41)]
     else:
-        low = min(0.0, np.floor(min(everything, default=0.0) * 10) / 10)
-        bins = np.linspace(low, 1, round((1 - low) / 0.025) + 1)
+        low, high = cosine_span(everything, list(bands.values()))
+        count = max(1, round((high - low) / _BIN))
+        bins = [float(edge) for edge in np.linspace(low, high, count + 1)]
     if present:
         ax.hist(
             [values[o] for o in present],
-            bins=[float(edge) for edge in bins],
+            bins=bins,
             stacked=True,
             color=[COLORS[o] for o in present],
             label=[OUTCOMES[o] for o in present],
         )
-    for name, owner in THRESHOLDS.items():
-        value = thresholds.get(name)
-        if owner != score or value is None:
-            continue
+    for name, value in bands.items():
+        text = label(f"{BAND_LINES[name]} {value:g} ")
+        hints[text] = f"{BANDS[name].explain} ({name} = {value:g})"
         ax.axvline(value, color="#37474f", linestyle="--", linewidth=1)
         ax.text(
             value,
             0.98,
-            f"{name} {value:g} ",
+            text,
             transform=ax.get_xaxis_transform(),
             rotation=90,
             ha="right",
@@ -155,13 +237,23 @@ def _score_histogram(
             fontsize=8,
             color="#37474f",
         )
-    ax.set_xlabel("fuzzy ratio (name + description)" if score == "fuzzy" else "embedding cosine")
+    pad = (high - low) * 0.02
+    ax.set_xlim(low - pad, high + pad)
+    whole_numbers(ax.yaxis)
+    words = SCORES[score].label
+    ax.set_xlabel(
+        f"{words} (fuzzy ratio of name + description)"
+        if score == "fuzzy"
+        else f"{words} (cosine of the relation vectors)"
+    )
     ax.set_ylabel("pairs")
-    ax.set_title(f"{score} score")
+    ax.set_title(f"{words} ({score})")
+    ax.set_gid(f"axes-{score}")
     ax.margins(y=0.12)
+    return [name for name in mine if name not in bands]
 
 
-def cluster_plot(sizes: dict[int, int]) -> str | None:
+def cluster_chart(sizes: dict[int, int]) -> Chart | None:
     """How many input relations each output relation stands for."""
     if not sizes:
         return None
@@ -173,16 +265,20 @@ def cluster_plot(sizes: dict[int, int]) -> str | None:
         ax = fig.subplots()
         colors = [COLORS["keep_both"] if k == "1" else COLORS["merge"] for k in buckets]
         bars = ax.bar(list(buckets), list(buckets.values()), color=colors)
-        _annotate(ax, bars, list(buckets.values()), "{:.0f}")
+        _annotate(ax, bars, list(buckets.values()), "{:,.0f}")
         ax.set_yscale("log")
         ax.set_ylim(0.8, max(buckets.values()) * 3)
-        ax.set_xlabel("members (input relations) per output relation")
-        ax.set_ylabel("output relations (log)")
+        # Whole numbers on the log axis too: 1, 10, 100 rather than 10^0, 10^1, 10^2.
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("input relations merged into one output relation")
+        ax.set_ylabel("output relations (log scale)")
         ax.set_title("Cluster sizes")
-        return to_svg(fig, "clusters", "cluster size histogram")
+        ax.set_gid("axes-clusters")
+        return Chart(fig, "clusters", "cluster size histogram")
 
 
-def llm_plot(llm: LLMUsage) -> str | None:
+def llm_chart(llm: LLMUsage) -> Chart | None:
     """Requests (sent, from the cache, failed, invalid answers) and tokens."""
     requests = {
         "sent": llm.requests,
@@ -197,47 +293,55 @@ def llm_plot(llm: LLMUsage) -> str | None:
         left, right = fig.subplots(1, 2, width_ratios=[2, 1])
         colors = ["#1565c0", "#00897b", "#c62828", "#f9a825"]
         bars = left.bar(list(requests), list(requests.values()), color=colors)
-        _annotate(left, bars, list(requests.values()), "{:.0f}")
+        _annotate(left, bars, list(requests.values()), "{:,.0f}")
         left.set_title("LLM requests")
         left.tick_params(axis="x", labelsize=8)
         bars = right.bar(list(tokens), list(tokens.values()), color=["#5e35b1", "#8e24aa"])
         _annotate(right, bars, list(tokens.values()), "{:,.0f}")
         right.set_title("LLM tokens")
-        for ax in (left, right):
+        for ax, name in ((left, "requests"), (right, "tokens")):
             ax.margins(y=0.15)
-        return to_svg(fig, "llm", "LLM requests and tokens")
+            whole_numbers(ax.yaxis)
+            ax.set_gid(f"axes-{name}")
+        return Chart(fig, "llm", "LLM requests and tokens")
 
 
-def issues_plot(issues: list[IssueCount]) -> str | None:
+def issues_chart(issues: list[IssueCount]) -> Chart | None:
     if not issues:
         return None
     with figure(6.4, 1.2 + 0.3 * len(issues)) as fig:
         ax = fig.subplots()
-        names = [label(f"{i.code} ({i.severity})") for i in issues]
+        names = [label(f"{plain('issue', i.code)} ({i.severity})", 48) for i in issues]
+        hints = {n: code_hint("issue", i.code) for n, i in zip(names, issues, strict=True)}
         counts = [i.count for i in issues]
         colors = [SEVERITY_COLORS.get(i.severity, "#616161") for i in issues]
         bars = ax.barh(np.arange(len(issues)), counts, color=colors)
         ax.set_yticks(np.arange(len(issues)), names)
-        _annotate(ax, bars, counts, "{:.0f}")
+        _annotate(ax, bars, counts, "{:,.0f}")
         ax.invert_yaxis()
         ax.margins(x=0.15)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        whole_numbers(ax.xaxis)
         ax.set_xlabel("issues")
-        ax.set_title("Issues by code")
-        return to_svg(fig, "issues", "issues by code")
+        ax.set_title("Issues")
+        ax.set_gid("axes-issues")
+        return Chart(fig, "issues", "issues by kind", hints)
 
 
-def seconds_plot(seconds: dict[str, float]) -> str | None:
+def seconds_chart(seconds: dict[str, float]) -> Chart | None:
     stages = {stage: value for stage, value in seconds.items() if stage != "total"}
     if not stages:
         return None
     total = seconds.get("total", sum(stages.values()))
     with figure(6.4, 1.1 + 0.3 * len(stages)) as fig:
         ax = fig.subplots()
-        bars = ax.barh([label(s) for s in stages], list(stages.values()), color="#546e7a")
+        names = [label(plain("time", s)) for s in stages]
+        hints = {n: code_hint("time", s) for n, s in zip(names, stages, strict=True)}
+        bars = ax.barh(np.arange(len(stages)), list(stages.values()), color="#546e7a")
+        ax.set_yticks(np.arange(len(stages)), names)
         _annotate(ax, bars, list(stages.values()), "{:.3g} s")
         ax.invert_yaxis()
         ax.margins(x=0.2)
         ax.set_xlabel("seconds")
-        ax.set_title(f"Seconds per stage (total {total:.3g} s)")
-        return to_svg(fig, "seconds", "seconds per stage")
+        ax.set_title(f"Seconds per part of the run (total {total:.3g} s)")
+        ax.set_gid("axes-seconds")
+        return Chart(fig, "seconds", "seconds per part of the run", hints)
