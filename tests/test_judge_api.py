@@ -17,10 +17,11 @@ from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.fake import ScriptedLLM
 from relmerge.providers.limits import BudgetModel
 from relmerge.providers.openai_compat import OpenAICompatibleModel
+from relmerge.providers.openai_embed import OpenAIEmbedder
 from relmerge.review.clarifiers import CallbackClarifier, QueueClarifier
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import ReviewQueue
-from tests.support.llm_server import LLMServer, json_reply
+from tests.support.llm_server import PREFLIGHT_OK, LLMServer, Reply, json_reply
 
 CONTEXT = JudgeContext(
     source_name="Gimli",
@@ -351,3 +352,28 @@ async def test_the_batch_form_raises_for_an_endpoint_where_nothing_listens() -> 
     with pytest.raises(ProviderError, match="connection refused"):
         await the_judge.check_many(checks)
     assert the_judge.llm.stats.requests == 0
+
+
+async def test_a_failed_preflight_is_made_again_before_the_next_question() -> None:
+    with LLMServer(
+        handler=lambda body: json_reply(verdict_body("keep_both")), preflight=None
+    ) as server:
+        server.enqueue(Reply(status=404), PREFLIGHT_OK)  # a wrong route, then fixed
+        the_judge = judge(endpoint(server.base_url))
+        with pytest.raises(ProviderError, match="HTTP 404"):
+            await the_judge.check(*IN_BETWEEN)
+        verdict = await the_judge.check(*IN_BETWEEN)
+        await the_judge.check("sworn rival of old", ["companion met at the Council"])
+        checks = server.preflight_count
+    assert (verdict.tier, verdict.llm_outcome) == ("llm", "answered")
+    assert checks == 2 == the_judge.preflight_requests
+
+
+async def test_an_embeddings_endpoint_where_nothing_listens_raises_too() -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    embedder = OpenAIEmbedder(base_url=url, model="e", api_key=KEY, startup_wait=0.0)
+    the_judge = RelationJudge(llm=ScriptedLLM([]), embedder=embedder)
+    with pytest.raises(ProviderError) as raised:
+        await the_judge.check(*IN_BETWEEN)
+    assert str(raised.value).startswith(f"embeddings endpoint {url}: connection refused")
+    assert KEY not in str(raised.value)
