@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 from click.testing import CliRunner
 
 from relmerge.cli import main
-from tests.support.llm_server import LLMServer, json_reply
+from tests.support.llm_server import LLMServer, Reply, json_reply
 
 DEV = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "dev"
 
@@ -99,3 +101,31 @@ def test_human_readable_output_and_bad_input_exit_2() -> None:
     assert code == 2 and "not valid" in text
     code, text = judge("--candidate", "x")
     assert code == 2 and "--existing" in text
+
+
+def test_an_llm_that_fails_during_the_check_exits_3_and_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "relmerge.toml"
+    config.write_text("[llm]\nmax_retries = 0\n")
+    with LLMServer(handler=lambda body: Reply(status=503)) as server:  # up, then failing
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "relmerge", "judge", "--embedding", "hash", "--json"),
+                *("--candidate", "ally forged through shared battle"),
+                *("--existing", "companion met during the Council"),
+                *("--llm-base-url", server.base_url, "--llm-model", "m"),
+                *("--config", str(config)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        asked = len(server.group_requests)
+    assert result.returncode == 3, result.stderr
+    verdict = orjson.loads(result.stdout)
+    assert (verdict["tier"], verdict["llm_outcome"]) == ("policy", "unavailable")
+    assert verdict["reason"].startswith("LLM unavailable: ") and "unsure" not in verdict["reason"]
+    assert verdict["llm_requests"] == asked == 3
+    assert result.stderr.strip() == (
+        "decided without the LLM: it stopped answering — check the endpoint and run the "
+        "same command again"
+    )

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -78,6 +79,8 @@ def test_terminal_review_in_a_pty_changes_the_next_run(reviewed_run: Path) -> No
     child.expect(r"\[m\] merge")
     child.send("q")
     child.expect("1 answered")
+    child.expect(r"Apply the 1 answer now\? \[Y/n\]")
+    child.send("n")  # not now: the next run applies it
     child.expect(pexpect.EOF)
     answers = ReviewQueue(reviewed_run).answers
     assert answers == {pending[0]["id"]: "merge"}
@@ -142,3 +145,81 @@ def test_a_torn_last_answer_is_skipped_and_the_next_one_kept(tmp_path: Path) -> 
     memory.remember("k3", "keep_both")
     again = AnswerMemory(path)
     assert again.get("k1") == "merge" and again.get("k3") == "keep_both"
+
+
+def _question(question_id: str, first: str, second: str) -> dict[str, Any]:
+    def relation(relation_id: str, text: str) -> dict[str, Any]:
+        return {"relation_id": relation_id, "type": "t", "name": text, "description": text}
+
+    entities = [{"entity_id": "a", "name": "A"}, {"entity_id": "b", "name": "B"}]
+    return {
+        "id": question_id,
+        "member_ids": ["r1", "r2"],
+        "records": [relation("r1", first), relation("r2", second)],
+        "context": {"entities": entities},
+    }
+
+
+def test_the_memory_follows_the_answers_latest_wins_and_forgetting(tmp_path: Path) -> None:
+    from relmerge.review.memory import AnswerMemory
+    from relmerge.review.queue import MEMORY_FILE, run_memory
+
+    queue = ReviewQueue(tmp_path)
+    queue.add(_question("clarify_1", "ally", "friend"))
+    queue.add(_question("clarify_2", "rival", "enemy"))
+    queue.answer("clarify_1", "merge")
+    queue.answer("clarify_2", "keep_both")
+    memory = run_memory(tmp_path)
+    assert sorted(memory.get(k) or "" for k in memory.remembered_keys()) == ["keep_both", "merge"]
+    (tmp_path / "clarifications.jsonl").unlink()  # a later run replaced the questions
+
+    revised = ReviewQueue(tmp_path)
+    assert [q["id"] for q in revised.to_review(revise=True)] == ["clarify_1", "clarify_2"]
+    revised.answer("clarify_1", "keep_both")  # the copy kept with the answer is enough
+    memory = run_memory(tmp_path)
+    assert {memory.get(k) for k in memory.remembered_keys()} == {"keep_both"}
+
+    revised.forget(["clarify_2"])
+    memory = run_memory(tmp_path)
+    assert [memory.question_of(k) for k in memory.remembered_keys()] == ["clarify_1"]
+    (tmp_path / "answers.jsonl").unlink()  # deleting the file forgets the rest
+    assert len(run_memory(tmp_path)) == 0
+    assert len(AnswerMemory(tmp_path / MEMORY_FILE)) == 0  # as the file says
+
+
+def test_an_answer_kept_by_another_question_survives_forgetting_the_first(tmp_path: Path) -> None:
+    from relmerge.review.queue import run_memory
+
+    queue = ReviewQueue(tmp_path)
+    queue.add(_question("clarify_1", "ally", "friend"))
+    queue.answer("clarify_1", "merge")
+    run_memory(tmp_path)
+    same_pair = _question("clarify_9", "ally", "friend") | {"member_ids": ["r7", "r8"]}
+    queue.add(same_pair)
+    queue.answer("clarify_9", "merge")
+    queue.forget(["clarify_1"])
+    memory = run_memory(tmp_path)
+    [key] = memory.remembered_keys()
+    assert (memory.get(key), memory.question_of(key)) == ("merge", "clarify_9")
+
+
+def test_secrets_of_a_command_line_are_hidden() -> None:
+    from relmerge.review.rerun import redact_argv
+
+    argv = [
+        *("run", "s3://user:pa55@bucket/in.jsonl", "--output", "out"),
+        *("--storage-option", "key=abc", "--storage-option=secret=xyz"),
+        *("--llm-base-url", "https://host/v1?api_key=k3y&model=m", "--llm-api-key-env", "MY_KEY"),
+    ]
+    shown, hidden = redact_argv(argv)
+    assert hidden
+    assert shown == [
+        *("run", "s3://<hidden>@bucket/in.jsonl", "--output", "out"),
+        *("--storage-option", "key=<hidden>", "--storage-option=secret=<hidden>"),
+        *("--llm-base-url", "https://host/v1?api_key=<hidden>&model=m"),
+        *("--llm-api-key-env", "MY_KEY"),
+    ]
+    assert redact_argv(["run", "in.jsonl", "--output", "out"]) == (
+        ["run", "in.jsonl", "--output", "out"],
+        False,
+    )

@@ -89,7 +89,7 @@ def test_each_session_has_its_own_token_and_the_page_locks_itself_down(reviewed:
 def test_it_listens_on_loopback_only_with_no_way_to_bind_elsewhere(reviewed: Path) -> None:
     with ReviewServer(ReviewQueue(reviewed)) as server:
         assert server._server.server_address[0] == "127.0.0.1"
-    assert set(inspect.signature(ReviewServer).parameters) == {"queue", "port"}
+    assert set(inspect.signature(ReviewServer).parameters) == {"queue", "port", "revise"}
     help_text = CliRunner().invoke(main, ["review", "--help"]).output
     assert "--port" in help_text
     assert not re.search(r"--(host|bind|address|listen)\b", help_text)

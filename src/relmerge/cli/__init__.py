@@ -17,9 +17,16 @@ from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
 from relmerge.errors import RelmergeError
+from relmerge.review.rerun import ARGV_META
 
 
 class _Group(click.Group):
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        ctx.meta[ARGV_META] = list(args)  # the command line as typed, for the command to record
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -11,10 +11,11 @@ from rich.console import Console
 
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.run import UNAVAILABLE_EXIT
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
 from relmerge.judge import JudgeContext, RelationJudge, RelationLike, Verdict
-from relmerge.providers import get_embedder, get_llm, preflight
+from relmerge.providers import get_embedder, get_llm
 from relmerge.stages.remap import validate_entity_mapping
 
 
@@ -80,7 +81,11 @@ def judge_command(
     **options: Any,
 ) -> None:
     """Is CANDIDATE the same fact as one of the EXISTING relations of the same two entities?
-    Prints the decision (merge / keep_both), the tier that decided, the scores and why."""
+    Prints the decision (merge / keep_both), the tier that decided, the scores and why.
+
+    Exit status: 0 decided; 2 bad usage or input, or an endpoint that is not there or is
+    not an LLM (checked before any work); 3 decided without the LLM because it stopped
+    answering during the check (the verdict says so); 130 interrupted."""
     config, settings, embedding_settings = resolve_options(options, {})
     mapping = validate_entity_mapping(
         read_entity_mapping(entity_mapping) if entity_mapping else None
@@ -110,8 +115,8 @@ def judge_command(
     llm, embedder = get_llm(settings), get_embedder(embedding_settings)
 
     async def go() -> tuple[Verdict, int]:
-        checked = await preflight(llm) + await preflight(embedder)  # before any work
         judge = RelationJudge(llm=llm, embedder=embedder, config=config)
+        checked = await judge.preflight()  # before any work, not before the first question
         return await judge.check(new, olds, context), checked
 
     try:
@@ -121,7 +126,18 @@ def judge_command(
     if as_json:
         shown = {**verdict.model_dump(mode="json"), "preflight_requests": checked}
         click.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2))
-        return
+    else:
+        _show(verdict, checked)
+    if verdict.llm_outcome == "unavailable":
+        click.echo(
+            "decided without the LLM: it stopped answering — check the endpoint and run "
+            "the same command again",
+            err=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT)
+
+
+def _show(verdict: Verdict, checked: int) -> None:
     console = Console()
     style = "bold green" if verdict.decision == "merge" else "bold yellow"
     console.print(f"[{style}]{verdict.decision}[/{style}]  (tier {verdict.tier})")

@@ -29,8 +29,9 @@ from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
+from relmerge.review import rerun
 from relmerge.review.memory import AnswerMemory
-from relmerge.review.queue import MEMORY_FILE, ReviewQueue
+from relmerge.review.queue import run_memory
 from relmerge.stores import local_path, open_store
 from relmerge.stores.fsspec_store import redact_url
 
@@ -56,9 +57,10 @@ def answer_memory(out: Path) -> AnswerMemory:
     """Answers a person gave in OUT (``relmerge review``), kept across runs.
 
     ``answer_memory.jsonl`` keeps every answer by pair content, so an answer still applies
-    after the run that asked it has been replaced by newer runs.
+    after the run that asked it has been replaced by newer runs; it follows
+    ``answers.jsonl`` (revised and forgotten answers included: ``review.queue``).
     """
-    return ReviewQueue(out).memory(into=AnswerMemory(out / MEMORY_FILE))
+    return run_memory(out)
 
 
 def remote_cache_path(url: str) -> Path:
@@ -291,6 +293,8 @@ def run_command(
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
+    typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
+    command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
 
     async def go() -> dict[str, Any]:
         # The endpoints first: a dead or wrong one stops the run before anything is read.
@@ -317,7 +321,7 @@ def run_command(
         async def claim() -> None:
             nonlocal run_fingerprint
             run_fingerprint = hashed.hexdigest(*settings_parts)
-            await claim_output(store, run_fingerprint, overwrite)
+            await claim_output(store, run_fingerprint, overwrite, command)
 
         view = RichProgress(console) if console.is_terminal else LineProgress(console)
         with view as progress:

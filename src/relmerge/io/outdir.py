@@ -11,7 +11,8 @@ the new run does not produce are removed at the end.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence, Sized
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any
 
 import orjson
@@ -81,14 +82,21 @@ async def _recorded_fingerprint(store: ObjectStore, key: str) -> str | None:
     return value if isinstance(value, str) else ""
 
 
-async def claim_output(store: ObjectStore, run_fingerprint: str, overwrite: bool) -> None:
+async def claim_output(
+    store: ObjectStore,
+    run_fingerprint: str,
+    overwrite: bool,
+    command: Mapping[str, Any] | None = None,
+) -> None:
     """Refuse to mix a different run into OUT; then mark OUT as this run's, in progress.
 
     The fingerprint is recorded in ``.relmerge/run.json`` before anything else is written,
     so a run killed before its result file exists is still recognised: the same run
     resumes into it, another one is refused unless told to overwrite. The old result file
     (the "complete" marker, written last) is removed, so a half-written run never looks
-    complete.
+    complete. With the fingerprint go the time the run started (``started_at``: answers
+    given later are not applied yet) and the ``command`` that started it, which
+    ``relmerge review`` offers to run again (``relmerge.review.rerun``).
     """
     previous = await _recorded_fingerprint(store, RESULT_FILE)
     if previous is None:
@@ -98,7 +106,10 @@ async def claim_output(store: ObjectStore, run_fingerprint: str, overwrite: bool
             "the output directory holds a run with other inputs or configuration; "
             "choose another --output or pass --overwrite"
         )
-    await store.put(RUN_MARKER, orjson.dumps({"fingerprint": run_fingerprint}))
+    marker: dict[str, Any] = {"fingerprint": run_fingerprint, "started_at": time.time()}
+    if command is not None:
+        marker["command"] = dict(command)
+    await store.put(RUN_MARKER, orjson.dumps(marker))
     if previous is not None:
         await store.delete(RESULT_FILE)
 

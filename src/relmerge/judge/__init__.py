@@ -6,5 +6,6 @@ form; every pair decision is the kernel's (``relmerge.decide``).
 
 from relmerge.judge.checks import JudgeContext, PendingCheck, RelationLike, Verdict
 from relmerge.judge.judge import RelationJudge
+from relmerge.judge.outcome import LLMOutcome
 
-__all__ = ["JudgeContext", "PendingCheck", "RelationJudge", "RelationLike", "Verdict"]
+__all__ = ["JudgeContext", "LLMOutcome", "PendingCheck", "RelationJudge", "RelationLike", "Verdict"]

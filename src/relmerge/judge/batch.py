@@ -4,6 +4,11 @@ The tiers and remembered answers run for every check first. The checks they leav
 grouped by pair of entities and existing relations; a group of several goes to the LLM as
 one ``relation_cluster`` request (existing relations + all its candidates), a single check
 as the usual pairwise ``relation_judge``. Identical checks are asked once.
+
+The LLM endpoint is checked once before the first group is asked. A cluster request that
+gets no valid answer falls back to one pairwise question per check — unless the LLM could
+not be asked at all (unavailable, budget spent): asking again at once would only fail
+again, so each check goes to the clarifier or the policy, its verdict saying why.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from relmerge.judge.checks import (
     Verdict,
     as_relation,
 )
+from relmerge.judge.outcome import UNSURE, failure_of
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import directed_record
 
@@ -68,6 +74,8 @@ async def check_batch(judge: Judging, checks: Sequence[Check]) -> list[Verdict]:
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index, item in pending.items():
         groups.setdefault(_group_key(item), []).append(index)
+    if groups:
+        await judge.preflight_llm()  # once, before the groups ask side by side
     results = await asyncio.gather(
         *(_decide_group(judge, members, pending) for members in groups.values())
     )
@@ -97,8 +105,17 @@ async def _decide_group(
     records += [directed_record(item.new, forward, chars) for item in items]
     try:
         outcome, _ = await ask_cluster(judge.llm, records, first.entities, judge.config)
-    except GroupFailed:
-        return {i: await _single(judge, pending[i]) for i in members}
+    except GroupFailed as error:
+        failure = failure_of(error)
+        if not failure.failed:  # invalid answers: a pairwise question may do better
+            return {i: await _single(judge, pending[i]) for i in members}
+        spent = judge.llm.stats.requests - before
+        return {
+            i: (await judge.clarify(pending[i], failure.reason, failure)).model_copy(
+                update={"llm_requests": spent}
+            )
+            for i in members
+        }
     spent = judge.llm.stats.requests - before
     old_count = len(first.olds)
     decided: dict[int, Verdict] = {}
@@ -116,6 +133,7 @@ async def _decide_group(
                     tier=pair.tier,
                     scores=pair.scores,
                     reason=f"the LLM grouped them, but the rules hard-keep them ({pair.tier})",
+                    llm_outcome="answered",
                 )
             else:
                 verdict = Verdict(
@@ -124,15 +142,17 @@ async def _decide_group(
                     scores=pair.scores,
                     matched_relation_id=item.olds[matches[0]].relation_id,
                     reason="the LLM grouped it with an existing relation",
+                    llm_outcome="answered",
                 )
         elif unsure is not None and any(m < old_count for m in unsure):
-            verdict = await judge.clarify(item, "the LLM was unsure")
+            verdict = await judge.clarify(item, UNSURE.reason, UNSURE)
         else:
             verdict = Verdict(
                 decision="keep_both",
                 tier="llm",
                 scores=item.scores,
                 reason="the LLM grouped it with no existing relation",
+                llm_outcome="answered",
             )
         decided[index] = verdict.model_copy(update={"llm_requests": spent})
     return decided

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.tiers import PairDecision
 from relmerge.errors import InputError
+from relmerge.judge.outcome import LLMOutcome, NoLLMVerdict
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
@@ -60,6 +61,15 @@ class Verdict(BaseModel):
     question_id: str | None = Field(
         None, description="Id of the clarification left pending when the policy decided."
     )
+    llm_outcome: LLMOutcome = Field(
+        "not_asked",
+        description="What the LLM did: not_asked (the rules decided), not_configured, "
+        "answered, unsure, or no verdict because it was unavailable (no answer after "
+        "retries, circuit breaker open), budget_spent, or invalid (no valid answer).",
+    )
+    llm_error: str | None = Field(
+        None, description="Why the LLM gave no verdict, when it failed (not when unsure)."
+    )
 
 
 def as_relation(value: RelationLike, relation_id: str, context: JudgeContext) -> ExtractedRelation:
@@ -105,4 +115,8 @@ class Judging(Protocol):
 
     async def decide(self, pending: PendingCheck) -> Verdict: ...
 
-    async def clarify(self, pending: PendingCheck, reason: str) -> Verdict: ...
+    async def preflight_llm(self) -> int: ...
+
+    async def clarify(
+        self, pending: PendingCheck, reason: str, why: NoLLMVerdict | None = None
+    ) -> Verdict: ...

@@ -7,6 +7,12 @@ and a person answers when the LLM is unsure. Answers are remembered. Pairs are s
 tiered and looked up in the memory by the same kernel code as a batch's blocks
 (``relmerge.decide``).
 
+Each endpoint is checked once, before the judge first uses it (``judge.preflight``): a
+dead or wrong one raises :class:`~relmerge.errors.ProviderError`, as ``relmerge judge``
+exits 2. An LLM that fails during a check (no answer after retries, circuit breaker open,
+budget spent, no valid answer) is said so in the verdict (``llm_outcome``, ``llm_error``,
+a reason "LLM unavailable: …"), never passed off as an unsure LLM.
+
 >>> import asyncio
 >>> from relmerge import RelationJudge
 >>> from relmerge.providers.embedding import HashEmbedder
@@ -38,6 +44,8 @@ from relmerge.judge.checks import (
     Verdict,
     as_relation,
 )
+from relmerge.judge.outcome import UNSURE, NoLLMVerdict, failure_of
+from relmerge.judge.preflight import Preflight
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import EntityContext, directed_record
 from relmerge.providers.accounting import AccountingModel
@@ -65,6 +73,7 @@ class RelationJudge:
 
     ``memory`` remembers human answers (pass an ``AnswerMemory(path)`` to keep them across
     processes); ``clarifier`` answers unsure cases (callback, terminal, or review queue).
+    The endpoints are checked before their first use (``preflight``).
     """
 
     def __init__(
@@ -88,6 +97,23 @@ class RelationJudge:
         self.clarifier = clarifier
         self.memory = memory if memory is not None else AnswerMemory()
         self.lexicon = lexicon_for(self.config)
+        self._llm_check = Preflight(self.llm)
+        self._embedder_check = Preflight(self.embedder)
+
+    @property
+    def preflight_requests(self) -> int:
+        """Requests the endpoint checks sent (not counted in any ``llm_requests``)."""
+        return self._llm_check.requests + self._embedder_check.requests
+
+    async def preflight(self) -> int:
+        """Check both endpoints now rather than before their first use (a command does,
+        before any work); the requests sent. Raises
+        :class:`~relmerge.errors.ProviderError` for an endpoint that cannot work."""
+        return await self._llm_check.ensure() + await self._embedder_check.ensure()
+
+    async def preflight_llm(self) -> int:
+        """Check the LLM endpoint unless it passed before (the first question waits)."""
+        return await self._llm_check.ensure() if self.llm.available else 0
 
     async def check(
         self,
@@ -118,6 +144,7 @@ class RelationJudge:
     ) -> list[PairDecision]:
         """The kernel's verdict for (candidate, each existing relation)."""
         relations = [new, *olds]
+        await self._embedder_check.ensure()
         chars = self.config.embedding_description_chars
         descriptions = await self.embedder.embed([embedding_text(r, chars) for r in relations])
         names = await self.embedder.embed([r.name for r in relations])
@@ -162,15 +189,15 @@ class RelationJudge:
 
     async def decide(self, pending: PendingCheck) -> Verdict:
         """The LLM for one open check, then a person, then the policy."""
-        reason = pending.reason
-        if self.llm.available:
-            verdict = await self._ask_llm(
-                pending.new, pending.olds, pending.pairs, pending.entities
+        if not self.llm.available:
+            return await self.clarify(
+                pending, pending.reason, NoLLMVerdict("not_configured", pending.reason)
             )
-            if verdict is not None:
-                return verdict
-            reason = "the LLM was unsure"
-        return await self.clarify(pending, reason)
+        await self.preflight_llm()
+        verdict = await self._ask_llm(pending.new, pending.olds, pending.pairs, pending.entities)
+        if isinstance(verdict, Verdict):
+            return verdict.model_copy(update={"llm_outcome": "answered"})
+        return await self.clarify(pending, verdict.reason, verdict)
 
     async def _ask_llm(
         self,
@@ -178,7 +205,7 @@ class RelationJudge:
         olds: list[ExtractedRelation],
         pairs: list[PairDecision],
         entities: tuple[EntityContext, EntityContext],
-    ) -> Verdict | None:
+    ) -> Verdict | NoLLMVerdict:
         forward = (entities[0].entity_id, entities[1].entity_id)
         try:
             outcome, _ = await ask_judge(
@@ -188,10 +215,10 @@ class RelationJudge:
                 entities,
                 self.config,
             )
-        except GroupFailed:
-            return None
+        except GroupFailed as error:
+            return failure_of(error)
         if outcome.verdict == "unsure":
-            return None
+            return UNSURE
         if outcome.verdict == "merge":
             index = next(i for i, r in enumerate(olds) if r.relation_id == outcome.duplicate_of)
             pair = pairs[index]
@@ -212,8 +239,13 @@ class RelationJudge:
         best = max(pairs, key=lambda p: p.scores["cosine"])
         return Verdict(decision="keep_both", tier="llm", scores=best.scores, reason=outcome.reason)
 
-    async def clarify(self, pending: PendingCheck, reason: str) -> Verdict:
+    async def clarify(
+        self, pending: PendingCheck, reason: str, why: NoLLMVerdict | None = None
+    ) -> Verdict:
+        """A person (the clarifier), else the policy; ``why`` the LLM did not decide goes
+        into the verdict (``llm_outcome``, ``llm_error``) and the question's reason."""
         new, olds, entities, scores = pending.new, pending.olds, pending.entities, pending.scores
+        why = why or NoLLMVerdict("not_asked", reason)
         best = max(pending.undecided, key=lambda p: p.scores["cosine"])
         match = olds[best.b - 1]
         question = clarification(
@@ -233,6 +265,8 @@ class RelationJudge:
                 scores=best.scores,
                 matched_relation_id=match.relation_id if answer == "merge" else None,
                 reason=f"a person answered ({reason})",
+                llm_outcome=why.outcome,
+                llm_error=why.error,
             )
         decision = self.config.unsure_policy
         return Verdict(
@@ -242,4 +276,6 @@ class RelationJudge:
             matched_relation_id=match.relation_id if decision == "merge" else None,
             reason=f"{reason}; no answer, the policy decided",
             question_id=question["id"],
+            llm_outcome=why.outcome,
+            llm_error=why.error,
         )

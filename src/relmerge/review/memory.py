@@ -1,10 +1,14 @@
 """Where a person's answers are kept: in memory, and appended to a JSONL file.
 
-The pair key (what a question is about) is the kernel's: ``relmerge.decide.memory``.
+The pair key (what a question is about) is the kernel's: ``relmerge.decide.memory``. Each
+line is ``{"key", "answer"}``, the last line of a key wins; a line may name the question
+it answers (``id``: a review answer, see ``ReviewQueue.memory``), and ``"answer": null``
+forgets the key. So revising and forgetting only ever append, as remembering does.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,15 @@ import orjson
 from relmerge.decide.memory import ANSWERS, Answer, pair_key
 from relmerge.prompts.context import EntityContext
 
-__all__ = ["ANSWERS", "Answer", "AnswerMemory", "entities_of", "memory_from_answers", "pair_key"]
+__all__ = [
+    "ANSWERS",
+    "Answer",
+    "AnswerMemory",
+    "entities_of",
+    "group_keys",
+    "memory_from_answers",
+    "pair_key",
+]
 
 
 class AnswerMemory:
@@ -23,6 +35,7 @@ class AnswerMemory:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
         self._answers: dict[str, Answer] = {}
+        self._questions: dict[str, str | None] = {}  # key → id of the question it answers
         self._torn_tail = False
         if path is not None and path.is_file():
             data = path.read_bytes()
@@ -36,8 +49,13 @@ class AnswerMemory:
                     continue
                 if not isinstance(item, dict) or not isinstance(item.get("key"), str):
                     continue
-                if item.get("answer") in ANSWERS:
-                    self._answers[item["key"]] = item["answer"]
+                key, answer, question = item["key"], item.get("answer"), item.get("id")
+                if answer in ANSWERS:
+                    self._answers[key] = answer
+                    self._questions[key] = question if isinstance(question, str) else None
+                elif answer is None and "answer" in item:  # forgotten
+                    self._answers.pop(key, None)
+                    self._questions.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._answers)
@@ -45,16 +63,53 @@ class AnswerMemory:
     def get(self, key: str) -> Answer | None:
         return self._answers.get(key)
 
+    def question_of(self, key: str) -> str | None:
+        """The id of the question whose answer decided ``key`` (None: not on record)."""
+        return self._questions.get(key)
+
+    def remembered_keys(self) -> list[str]:
+        """The pair keys that have an answer."""
+        return list(self._answers)
+
     def remember(self, key: str, answer: Answer, **extra: Any) -> None:
-        if self._answers.get(key) == answer:
+        """Remember ``answer`` for ``key``; ``id=`` names the question it answers (written
+        again when another question now gives the same answer, so that forgetting the
+        first one leaves it)."""
+        question = extra.get("id") if isinstance(extra.get("id"), str) else None
+        if self._answers.get(key) == answer and question in (None, self._questions.get(key)):
             return
         self._answers[key] = answer
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            line = orjson.dumps({"key": key, "answer": answer, **extra}) + b"\n"
-            with self.path.open("ab") as handle:
-                handle.write(b"\n" + line if self._torn_tail else line)
+        self._questions[key] = question
+        self._append({"key": key, "answer": answer, **extra})
+
+    def forget(self, key: str) -> None:
+        """Drop the answer for ``key``: the pair is asked again."""
+        if key not in self._answers:
+            return
+        del self._answers[key]
+        self._questions.pop(key, None)
+        self._append({"key": key, "answer": None})
+
+    def forget_all(self) -> int:
+        """Drop every answer (the file is emptied); how many there were."""
+        count = len(self._answers)
+        self._answers.clear()
+        self._questions.clear()
+        if self.path is not None and self.path.exists():
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(b"")
+            os.replace(tmp, self.path)
             self._torn_tail = False
+        return count
+
+    def _append(self, item: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = orjson.dumps(item) + b"\n"
+        with self.path.open("ab") as handle:
+            handle.write(b"\n" + line if self._torn_tail else line)
+        self._torn_tail = False
 
     def remember_group(
         self,
@@ -64,9 +119,15 @@ class AnswerMemory:
         **extra: Any,
     ) -> None:
         """A group answer holds for every pair of the group."""
-        for i, a in enumerate(records):
-            for b in records[i + 1 :]:
-                self.remember(pair_key(a, b, entities), answer, **extra)
+        for key in group_keys(records, entities):
+            self.remember(key, answer, **extra)
+
+
+def group_keys(
+    records: Sequence[Mapping[str, Any]], entities: Sequence[EntityContext]
+) -> list[str]:
+    """The pair keys a group answer decides: every pair of the group."""
+    return [pair_key(a, b, entities) for i, a in enumerate(records) for b in records[i + 1 :]]
 
 
 def entities_of(item: Mapping[str, Any]) -> list[EntityContext]:

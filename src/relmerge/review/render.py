@@ -10,7 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 
-def question_panel(question: dict[str, Any], position: int, total: int, left: int) -> Panel:
+def question_panel(
+    question: dict[str, Any], position: int, total: int, left: int, current: str | None = None
+) -> Panel:
+    """One question; ``current``: the answer it has now (``relmerge review --revise``)."""
     parts: list[Any] = []
     for entity in question.get("context", {}).get("entities", []):
         line = Text.assemble((entity["name"], "bold"), f"  ({entity['entity_id']})")
@@ -35,8 +38,10 @@ def question_panel(question: dict[str, Any], position: int, total: int, left: in
         parts.append(Text("scores: " + ", ".join(f"{k} {v}" for k, v in scores.items())))
     if question.get("reason"):
         parts.append(Text(f"why asked: {question['reason']}", style="italic"))
-    parts.append(
-        Text(f"without an answer: {question.get('policy_decision', 'keep_both')}", style="dim")
-    )
+    if current is not None:
+        parts.append(Text(f"current answer: {current}", style="bold"))
+    else:
+        policy = question.get("policy_decision", "keep_both")
+        parts.append(Text(f"without an answer: {policy}", style="dim"))
     title = f"question {position} of {total} — {left} left"
-    return Panel(Group(*parts), title=title, subtitle="same fact?")
+    return Panel(Group(*parts), title=title, subtitle=f"same fact?  ({question['id']})")

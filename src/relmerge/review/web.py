@@ -1,7 +1,9 @@
 """The browser review page: a small server on the loopback interface over a :class:`ReviewQueue`.
 
 One page (``page.html``, no external assets) and three JSON endpoints: ``GET api/state``
-(pending questions), ``POST api/answer`` (``{id, answer}``), ``POST api/undo`` (``{id}``).
+(the questions to go through — pending ones, or with ``revise`` answered ones too — their
+current answers, and how to apply the answers: the command that made OUT), ``POST
+api/answer`` (``{id, answer}``), ``POST api/undo`` (``{id}``).
 The questions hold the graph's records and profiles, and an answer changes the next run,
 so the server answers its own page and nothing else:
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import shlex
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +35,7 @@ from rich.console import Console
 
 from relmerge.errors import RelmergeError
 from relmerge.review.queue import ReviewQueue
+from relmerge.review.rerun import recorded_command
 
 _PAGE = resources.files("relmerge.review").joinpath("page.html")
 TOKEN_HEADER = "X-Relmerge-Token"
@@ -55,7 +60,7 @@ def allowed_hosts(port: int) -> frozenset[str]:
 class ReviewServer:
     """The review page on ``http://127.0.0.1:PORT/`` (``port=0``: any free port)."""
 
-    def __init__(self, queue: ReviewQueue, port: int = 0) -> None:
+    def __init__(self, queue: ReviewQueue, port: int = 0, revise: bool = False) -> None:
         self.queue = queue
         self.token = secrets.token_urlsafe(32)
         nonce = secrets.token_urlsafe(16)
@@ -125,10 +130,17 @@ class ReviewServer:
                     self._send(200, page, "text/html; charset=utf-8", csp)
                 elif path == "/api/state":
                     with lock:
+                        questions = queue.to_review(revise)
                         state = {
-                            "pending": queue.pending(),
+                            "pending": questions,
+                            "current": {
+                                q["id"]: queue.answers[q["id"]]
+                                for q in questions
+                                if q["id"] in queue.answers
+                            },
                             "answered": len(queue.answers),
                             "total": len(queue.questions),
+                            "apply": apply_hint(queue.root),
                         }
                     self._send(200, orjson.dumps(state))
                 else:
@@ -187,12 +199,27 @@ class ReviewServer:
         self.stop()
 
 
-def serve(queue: ReviewQueue, port: int, console: Console) -> None:
-    """Serve until Ctrl-C."""
-    with ReviewServer(queue, port) as server:
+def apply_hint(out: Path) -> dict[str, str | None]:
+    """How the page says to apply the answers: the command that made OUT (None when OUT
+    does not record it) and the review's own one-step form."""
+    command = recorded_command(out)
+    return {
+        "command": command.shell() if command is not None else None,
+        "review_apply": None
+        if command is None or command.hidden
+        else f"relmerge review {shlex.quote(str(out))} --apply",
+    }
+
+
+def serve(queue: ReviewQueue, port: int, console: Console, revise: bool = False) -> None:
+    """Serve until Ctrl-C (the end of a browser review, not an interruption: the command
+    goes on to apply the answers)."""
+    with ReviewServer(queue, port, revise) as server:
+        shown = "questions, answered ones too" if revise else "pending"
         console.print(
-            f"review page: {server.url}  ({len(queue.pending())} pending; "
-            "keys m / k / s / u; Ctrl-C to stop)"
+            f"review page: {server.url}  ({len(queue.to_review(revise))} {shown}; keys m / k / "
+            "s / u; Ctrl-C here when done, to apply the answers)",
+            markup=False,
         )
         try:
             threading.Event().wait()
