@@ -20,7 +20,7 @@ from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.cli.progress_view import progress_view
 from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -319,8 +319,7 @@ def run_command(
             run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite)
 
-        view = RichProgress(console) if console.is_terminal else LineProgress(console)
-        with view as progress:
+        with progress_view(console) as progress:
             output = await run_pipeline(
                 hashed.records(records),
                 mapping,
