@@ -151,9 +151,14 @@ class Tally:
 
     exact_merges: int = 0
     semantic_merges: int = 0
+    human_merges: int = 0  # of the two above, those a person's answers made
+    human_exact_merges: int = 0  # of those, counted in exact_merges
     failed: int = 0
     llm_needed_groups: int = 0
     llm_needed_pairs: int = 0
+    llm_needed_blocks: int = 0
+    llm_needed_tiers: dict[str, int] = field(default_factory=dict)
+    llm_needed_without_names: int = 0
     exact_rounds: int = 0
     semantic_rounds: int = 0
     blocking: dict[str, int] = field(default_factory=dict)
@@ -168,8 +173,13 @@ class Tally:
     def add_semantic(self, semantic: SemanticOutcome) -> None:
         self.exact_merges += semantic.exact_merge_count
         self.semantic_merges += semantic.merge_count
+        self.human_merges += semantic.human_merge_count
+        self.human_exact_merges += semantic.human_exact_merge_count
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
+        self.llm_needed_blocks += semantic.llm_needed_block_count
+        _add_counts(self.llm_needed_tiers, semantic.llm_needed_tiers)
+        self.llm_needed_without_names += semantic.llm_needed_without_names
         self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
         add_pair_counts(self.blocking, semantic.pair_counts)
         for tier, count in semantic.tier_counts.items():
@@ -178,14 +188,24 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.exact_merges += other.exact_merges
         self.semantic_merges += other.semantic_merges
+        self.human_merges += other.human_merges
+        self.human_exact_merges += other.human_exact_merges
         self.failed += other.failed
         self.llm_needed_groups += other.llm_needed_groups
         self.llm_needed_pairs += other.llm_needed_pairs
+        self.llm_needed_blocks += other.llm_needed_blocks
+        _add_counts(self.llm_needed_tiers, other.llm_needed_tiers)
+        self.llm_needed_without_names += other.llm_needed_without_names
         self.exact_rounds = max(self.exact_rounds, other.exact_rounds)
         self.semantic_rounds = max(self.semantic_rounds, other.semantic_rounds)
         add_pair_counts(self.blocking, other.blocking)
         for tier, count in other.tiers.items():
             self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+
+def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for key, count in counts.items():
+        into[key] = into.get(key, 0) + count
 
 
 @dataclass

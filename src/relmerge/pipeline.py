@@ -691,11 +691,21 @@ async def _deduplicate(
         "input_relation_count": len(intake.ids),
         "output_relation_count": len(relations),
         "remapped_relation_count": intake.remapped_count,
+        # Every merge, by where it falls: within one exact key, or across keys.
         "exact_merge_count": tally.exact_merges,
         "semantic_merge_count": tally.semantic_merges,
+        # Of those, the merges a person's answers made (relmerge review, remembered), and
+        # how many of them exact_merge_count holds (the rest are in semantic_merge_count).
+        "human_merge_count": tally.human_merges,
+        "human_exact_merge_count": tally.human_exact_merges,
         "failed_group_count": tally.failed,
         "llm_needed_group_count": tally.llm_needed_groups,
         "llm_needed_pair_count": tally.llm_needed_pairs,
+        # Where those pairs are and why the rules left them: blocks, tiers, and how many
+        # were judged on their descriptions alone (names that prove nothing).
+        "llm_needed_block_count": tally.llm_needed_blocks,
+        "llm_needed_pair_tiers": dict(sorted(tally.llm_needed_tiers.items())),
+        "llm_needed_description_only_pair_count": tally.llm_needed_without_names,
         "clarification_count": logs.clarifications.count,
         "exact_round_count": tally.exact_rounds,
         "semantic_round_count": tally.semantic_rounds,

@@ -11,6 +11,7 @@ import click
 from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
+from relmerge.cli.left import ARGV
 from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
@@ -18,6 +19,10 @@ from relmerge.errors import RelmergeError
 
 
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[ARGV] = list(args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

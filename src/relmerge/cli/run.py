@@ -18,7 +18,9 @@ from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
+from relmerge.cli.convert import program
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.left import ARGV, left_to_do
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.progress_view import progress_view
 from relmerge.cli.render import summary_table
@@ -355,6 +357,10 @@ def run_command(
         close_helpers()
     if not quiet:
         Console().print(summary_table(result, redact_url(out)))
+        argv = click.get_current_context().meta.get(ARGV)
+        shown = redact_url(out)
+        for line in left_to_do(result, shown, program(), argv, reviewable=out_dir is not None):
+            click.echo(line)
     unavailable = result["llm_unavailable_group_count"]
     if unavailable:
         kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"
