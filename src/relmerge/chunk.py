@@ -24,7 +24,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.decide.memory import Remembered
 from relmerge.model import ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress
+from relmerge.progress import NoProgress, Progress, working_on
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
@@ -36,12 +36,15 @@ from relmerge.units import Unit
 
 
 class RecordedProgress(NoProgress):
-    """Progress of a chunk worked away from the driver (a Ray task): what it advanced and
-    how it corrected each phase's total, replayed by the driver when the result lands."""
+    """Progress of a chunk worked away from the driver (a Ray task): what it advanced,
+    how it corrected each phase's total and how long it worked in each phase, replayed
+    by the driver when the result lands."""
 
     def __init__(self) -> None:
         self.advanced: dict[str, int] = {}
         self.totals: dict[str, int] = {}
+        self.seconds: dict[str, float] = {}  # worked per phase (see ``progress.working``)
+        self._since: dict[str, float] = {}
 
     def advance(self, stage: str, amount: int = 1) -> None:
         self.advanced[stage] = self.advanced.get(stage, 0) + amount
@@ -49,7 +52,20 @@ class RecordedProgress(NoProgress):
     def add_total(self, stage: str, amount: int) -> None:
         self.totals[stage] = self.totals.get(stage, 0) + amount
 
+    def working(self, stage: str, busy: bool) -> None:
+        now = time.perf_counter()
+        if busy:
+            self._since[stage] = now
+        elif stage in self._since:
+            worked = now - self._since.pop(stage)
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + worked
+
     def replay(self, progress: Progress) -> None:
+        """The seconds first: the driver ends a phase whose total the advances reach."""
+        worked = getattr(progress, "worked", None)
+        if callable(worked):
+            for stage, seconds in self.seconds.items():
+                worked(stage, seconds)
         for stage, amount in self.totals.items():
             progress.add_total(stage, amount)
         for stage, amount in self.advanced.items():
@@ -135,9 +151,14 @@ class Tally:
 
     exact_merges: int = 0
     semantic_merges: int = 0
+    human_merges: int = 0  # of the two above, those a person's answers made
+    human_exact_merges: int = 0  # of those, counted in exact_merges
     failed: int = 0
     llm_needed_groups: int = 0
     llm_needed_pairs: int = 0
+    llm_needed_blocks: int = 0
+    llm_needed_tiers: dict[str, int] = field(default_factory=dict)
+    llm_needed_without_names: int = 0
     exact_rounds: int = 0
     semantic_rounds: int = 0
     blocking: dict[str, int] = field(default_factory=dict)
@@ -152,8 +173,13 @@ class Tally:
     def add_semantic(self, semantic: SemanticOutcome) -> None:
         self.exact_merges += semantic.exact_merge_count
         self.semantic_merges += semantic.merge_count
+        self.human_merges += semantic.human_merge_count
+        self.human_exact_merges += semantic.human_exact_merge_count
         self.failed += semantic.failed_block_count
         self.llm_needed_pairs += semantic.llm_needed_pair_count
+        self.llm_needed_blocks += semantic.llm_needed_block_count
+        _add_counts(self.llm_needed_tiers, semantic.llm_needed_tiers)
+        self.llm_needed_without_names += semantic.llm_needed_without_names
         self.semantic_rounds = max(self.semantic_rounds, semantic.rounds)
         add_pair_counts(self.blocking, semantic.pair_counts)
         for tier, count in semantic.tier_counts.items():
@@ -162,14 +188,24 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.exact_merges += other.exact_merges
         self.semantic_merges += other.semantic_merges
+        self.human_merges += other.human_merges
+        self.human_exact_merges += other.human_exact_merges
         self.failed += other.failed
         self.llm_needed_groups += other.llm_needed_groups
         self.llm_needed_pairs += other.llm_needed_pairs
+        self.llm_needed_blocks += other.llm_needed_blocks
+        _add_counts(self.llm_needed_tiers, other.llm_needed_tiers)
+        self.llm_needed_without_names += other.llm_needed_without_names
         self.exact_rounds = max(self.exact_rounds, other.exact_rounds)
         self.semantic_rounds = max(self.semantic_rounds, other.semantic_rounds)
         add_pair_counts(self.blocking, other.blocking)
         for tier, count in other.tiers.items():
             self.tiers[tier] = self.tiers.get(tier, 0) + count
+
+
+def _add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for key, count in counts.items():
+        into[key] = into.get(key, 0) + count
 
 
 @dataclass
@@ -231,7 +267,7 @@ async def work_chunk(
     config = settings.config
     result = ChunkResult(task.number)
 
-    with meter.stage("exact"):
+    with meter.stage("exact"), working_on(progress, "exact"):
         originals = task.originals()
         units = [Unit(originals[i], (i,)) for i in task.indices]
         exact = await ExactStage(
@@ -262,12 +298,12 @@ async def work_chunk(
             shared_names=settings.shared_names,
         )
         needs = task.report_needs
-        with meter.stage("embed"):
+        with meter.stage("embed"), working_on(progress, "embed"):
             prepared = await stage.prepare(
                 exact.units, None if needs is None else (lambda unit: unit.first in needs)
             )
         result.texts_embedded = len(prepared.descriptions.matrix) + len(prepared.names.matrix)
-        with meter.stage("decide"):
+        with meter.stage("decide"), working_on(progress, "semantic"):
             semantic = await stage.decide(prepared)
             del prepared
             result.tally.add_semantic(semantic)

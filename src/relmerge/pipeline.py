@@ -42,7 +42,14 @@ from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress, ProgressModel, as_progress, input_size
+from relmerge.progress import (
+    NoProgress,
+    Progress,
+    ProgressModel,
+    as_progress,
+    input_size,
+    working_on,
+)
 from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
@@ -245,37 +252,114 @@ def strict_failure(rejected: Sequence[Rejected]) -> str:
     )
 
 
+@dataclass
+class _PhaseTime:
+    """When a phase worked: the intervals during which some part of it was working (any
+    chunk in it, any LLM request in flight), told by ``working``; seconds measured
+    elsewhere (a Ray worker's chunk) are added whole."""
+
+    first: float
+    last: float
+    active: int = 0
+    since: float = 0.0
+    seconds: float = 0.0
+    told: bool = False  # some part said when it worked: the seconds are those
+
+    def worked(self, now: float) -> float:
+        if not self.told:
+            return self.last - self.first
+        return self.seconds + (now - self.since if self.active else 0.0)
+
+
 class _Phases(NoProgress):
     """The run's progress as the chunks report it: each phase is shown from its first
-    news (whatever the chunk, wherever it is worked) to its end, starting from the total
-    known for it."""
+    news (whatever the chunk, wherever it is worked), starting from the total known for
+    it. The exact, embedding and semantic phases end as soon as their work is complete
+    (their totals are final once every chunk has corrected them, so done = total only
+    at the very end), the others when the run ends them. Each phase's closing line gets
+    the seconds it worked (:class:`_PhaseTime`), not those of the phases after it."""
 
-    def __init__(self, progress: Progress, totals: Mapping[str, int]) -> None:
+    ENDS_AT_TOTAL = ("exact", "embed", "semantic")
+
+    def __init__(
+        self,
+        progress: Progress,
+        totals: Mapping[str, int],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.progress = progress
         self.totals = dict(totals)
+        self.done: dict[str, int] = {}
         self.started: list[str] = []
+        self.ended: set[str] = set()
+        self.times: dict[str, _PhaseTime] = {}
+        self._clock = clock
 
-    def _begin(self, phase: str) -> None:
+    def _news(self, phase: str) -> bool:
+        """Begin ``phase`` at its first news; False once it has ended (news ignored)."""
+        if phase in self.ended:
+            return False
+        now = self._clock()
         if phase not in self.started:
             self.started.append(phase)
+            self.times[phase] = _PhaseTime(now, now)
             self.progress.start(phase, self.totals.get(phase, 0))
+        self.times[phase].last = now
+        return True
 
     def advance(self, stage: str, amount: int = 1) -> None:
-        self._begin(stage)
-        self.progress.advance(stage, amount)
+        if self._news(stage):
+            self.done[stage] = self.done.get(stage, 0) + amount
+            self.progress.advance(stage, amount)
+            self._end_if_complete(stage)
 
     def add_total(self, stage: str, amount: int) -> None:
-        self._begin(stage)
-        self.progress.add_total(stage, amount)
+        if self._news(stage):
+            self.totals[stage] = self.totals.get(stage, 0) + amount
+            self.progress.add_total(stage, amount)
 
     def count(self, stage: str, name: str, amount: int = 1) -> None:
-        self._begin(stage)
-        self.progress.count(stage, name, amount)
+        if self._news(stage):
+            self.progress.count(stage, name, amount)
+
+    def working(self, stage: str, busy: bool) -> None:
+        """A part of ``stage``'s work starts or stops (a chunk, an LLM request, a write)."""
+        if not self._news(stage):
+            return
+        time_ = self.times[stage]
+        now, time_.told = time_.last, True
+        if busy:
+            if time_.active == 0:
+                time_.since = now
+            time_.active += 1
+        elif time_.active > 0:
+            time_.active -= 1
+            if time_.active == 0:
+                time_.seconds += now - time_.since
+            self._end_if_complete(stage)
+
+    def worked(self, stage: str, seconds: float) -> None:
+        """``seconds`` of ``stage``'s work measured elsewhere (a Ray worker's chunk)."""
+        if self._news(stage):
+            self.times[stage].told = True
+            self.times[stage].seconds += seconds
+
+    def _end_if_complete(self, stage: str) -> None:
+        if (
+            stage in self.ENDS_AT_TOTAL
+            and self.done.get(stage, 0) >= self.totals.get(stage, 0)
+            and self.times[stage].active == 0
+        ):
+            self.end(stage)
 
     def end(self, *phases: str) -> None:
         for phase in phases:
             if phase in self.started:
                 self.started.remove(phase)
+                self.ended.add(phase)
+                took = getattr(self.progress, "took", None)
+                if callable(took):
+                    took(phase, self.times[phase].worked(self._clock()))
                 self.progress.finish(phase)
 
 
@@ -496,9 +580,11 @@ async def _deduplicate(
                 final_of[intake.ids[index]] = relation_id
         phases.add_total("write", len(files))
         await written()
+        phases.working("write", True)
         writing = asyncio.ensure_future(
             write_files(store, files, lambda n: phases.advance("write", n))
         )
+        writing.add_done_callback(lambda _: phases.working("write", False))
         return final_of
 
     chunks = plan_chunks(intake, config.records_per_chunk)
@@ -588,7 +674,7 @@ async def _deduplicate(
         log_keys.append(f"{log_prefix}/{name}" if log_prefix else name)
         return log_keys[-1]
 
-    with clock.timed("write"), meter.stage("write"):
+    with clock.timed("write"), meter.stage("write"), working_on(phases, "write"):
         if config.decisions_key:
             await logs.exact.put(store, log_key(config.decisions_key), logs.semantic)
         if config.clarifications_key:
@@ -605,11 +691,21 @@ async def _deduplicate(
         "input_relation_count": len(intake.ids),
         "output_relation_count": len(relations),
         "remapped_relation_count": intake.remapped_count,
+        # Every merge, by where it falls: within one exact key, or across keys.
         "exact_merge_count": tally.exact_merges,
         "semantic_merge_count": tally.semantic_merges,
+        # Of those, the merges a person's answers made (relmerge review, remembered), and
+        # how many of them exact_merge_count holds (the rest are in semantic_merge_count).
+        "human_merge_count": tally.human_merges,
+        "human_exact_merge_count": tally.human_exact_merges,
         "failed_group_count": tally.failed,
         "llm_needed_group_count": tally.llm_needed_groups,
         "llm_needed_pair_count": tally.llm_needed_pairs,
+        # Where those pairs are and why the rules left them: blocks, tiers, and how many
+        # were judged on their descriptions alone (names that prove nothing).
+        "llm_needed_block_count": tally.llm_needed_blocks,
+        "llm_needed_pair_tiers": dict(sorted(tally.llm_needed_tiers.items())),
+        "llm_needed_description_only_pair_count": tally.llm_needed_without_names,
         "clarification_count": logs.clarifications.count,
         "exact_round_count": tally.exact_rounds,
         "semantic_round_count": tally.semantic_rounds,

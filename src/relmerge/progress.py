@@ -19,17 +19,51 @@ phase                 unit                      total
 Nothing here knows where the work runs: the semantic stage reports blocks as an engine
 hands them back, whether decided in this process or by Ray workers, and LLM requests are
 counted where every request passes (the driver's model, :class:`ProgressModel`).
+
+A phase's time is the time it worked, not the time from its first news to the end of the
+run: whoever works a phase also says when it starts and stops working
+(:func:`working`; the LLM phase: while a request is in flight), and the run tells the
+view those seconds (the optional hook ``took``) before it finishes the phase. A progress
+object without these hooks times phases itself.
+
+``relmerge import`` and ``relmerge export`` report their own phases the same way:
+
+================  ====================  ====================================================
+phase             unit                  total
+================  ====================  ====================================================
+``tables``        tables                the GraphRAG tables read (relationships, entities…)
+``graph``         bytes                 the size of a LightRAG GraphML file
+``run``           relations             the output relations of the run exported
+``import_rows``   rows                  relationships rows converted into records
+``import_edges``  edges                 GraphML edges converted into records
+``export_rows``   rows                  relationships rows laid out after the run
+``export_edges``  edges                 GraphML edges rewritten after the run
+``records``       records               relations and entities written by an import
+``files``         files                 files written into the exported copy
+================  ====================  ====================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Sized
+from collections.abc import Iterator, Sized
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from relmerge.errors import ProviderError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 PHASES = ("read", "load", "exact", "embed", "semantic", "llm", "write")
+CONVERT_PHASES = (
+    "tables",
+    "graph",
+    "run",
+    "import_rows",
+    "import_edges",
+    "export_rows",
+    "export_edges",
+    "records",
+    "files",
+)
 
 
 class Progress(Protocol):
@@ -91,6 +125,24 @@ class _Partial(NoProgress):
         getattr(self._inner, "finish", super().finish)(stage)
 
 
+def working(progress: object, stage: str, busy: bool) -> None:
+    """Tell ``progress`` that a part of the work of ``stage`` starts (``busy``) or stops,
+    if it listens (the run's phases do; a plain progress object need not)."""
+    hook = getattr(progress, "working", None)
+    if callable(hook):
+        hook(stage, busy)
+
+
+@contextmanager
+def working_on(progress: object, stage: str) -> Iterator[None]:
+    """The block is a part of the work of ``stage`` (see :func:`working`)."""
+    working(progress, stage, True)
+    try:
+        yield
+    finally:
+        working(progress, stage, False)
+
+
 def as_progress(progress: object | None) -> Progress:
     """``progress`` as a full :class:`Progress` (None: report nothing)."""
     if progress is None:
@@ -117,7 +169,8 @@ class ProgressModel:
     async def invoke(self, request: LLMRequest) -> LLMResult:
         self.progress.add_total("llm", 1)
         try:
-            result = await self.inner.invoke(request)
+            with working_on(self.progress, "llm"):  # the LLM's time: a request in flight
+                result = await self.inner.invoke(request)
         except ProviderError as error:
             self.progress.count("llm", "retried", max(0, error.attempts - 1))
             self.progress.count("llm", "failed")

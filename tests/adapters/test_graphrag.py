@@ -183,7 +183,7 @@ def test_export_refuses_to_write_over_the_original_or_a_foreign_run(tmp_path: Pa
         [],
     )
     code, text = cli(
-        "export", "graphrag", run, "--original", str(other), "--to", str(tmp_path / "t")
+        "export", "graphrag", run, "--original", str(other), "--to", str(tmp_path / "t"), "-q"
     )
     assert code == 2 and "does not come from this original" in text
     assert len(text.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from relmerge.providers.embedding import CachedEmbedder, HashEmbedder, Vectors
+from relmerge.providers.embedding import CachedEmbedder, HashEmbedder, Vectors, report_embedded
 from relmerge.providers.use_embed import UseEmbedder
+from relmerge.stages.semantic.text import embed_units
 from tests.support.dev_cli import DEV
 
 
@@ -98,16 +100,55 @@ def _sentences(count: int) -> list[str]:
 
 @pytest.mark.usefixtures("no_network")
 async def test_a_large_batch_is_shared_with_a_helper_process_and_gives_the_same_vectors() -> None:
+    """... and its progress moves piece by piece, as each piece is embedded (a batch of
+    30,000 texts once sat at 0 for 20 seconds, then jumped by 5,000)."""
     texts = _sentences(4200)  # above the size that starts the helper
     alone = UseEmbedder(processes=1)
     shared = UseEmbedder(processes=2)
+    steps: list[int] = []
     try:
         one = await alone.embed(texts)
-        two = await shared.embed(texts)
+        two = (await embed_units(texts, shared, on_embedded=steps.append)).matrix
         assert shared._helper is not None and shared._helper._process is not None  # it ran
         assert np.array_equal(one, two)  # the same rows, bit for bit, in the same order
     finally:
         shared.close()
+    assert sum(steps) == len(texts)
+    assert len(steps) >= 5 and max(steps) <= 1024  # this process's 256s, the helper's 1,024s
+
+
+async def test_the_embedding_phase_advances_while_a_call_is_still_embedding() -> None:
+    """A piece the embedder reports from its thread reaches the phase before the call
+    returns: the embedder waits for the phase to have heard of its first piece."""
+    heard = threading.Event()
+
+    class Pieces:
+        name = "pieces"
+
+        def _encode(self, texts: list[str]) -> Vectors:
+            report_embedded(2)
+            if not heard.wait(timeout=30):  # never heard: progress only came at the end
+                raise AssertionError("the first piece was not counted while embedding")
+            report_embedded(len(texts) - 2)
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+        async def embed(self, texts: Sequence[str]) -> Vectors:
+            return await asyncio.to_thread(self._encode, list(texts))
+
+    steps: list[int] = []
+
+    def on_embedded(count: int) -> None:
+        steps.append(count)
+        heard.set()
+
+    await embed_units([f"text {i}" for i in range(10)], Pieces(), on_embedded=on_embedded)
+    assert steps == [2, 8]
+
+
+async def test_an_embedder_that_reports_nothing_still_advances_by_each_call() -> None:
+    steps: list[int] = []
+    await embed_units([f"text {i}" for i in range(300)], HashEmbedder(), on_embedded=steps.append)
+    assert steps == [256, 44]
 
 
 async def test_a_helper_that_fails_leaves_the_batch_to_this_process(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +26,7 @@ import orjson
 from relmerge.errors import InputError
 from relmerge.io.write import KEYS_FILE, MAPPING_FILE, RESULT_FILE
 from relmerge.model import ExtractedRelation
+from relmerge.progress import Progress, as_progress
 
 RELATIONS_FILE = "relations.jsonl"
 ENTITIES_FILE = "entities.jsonl"
@@ -36,6 +37,7 @@ EXPORT_FILE = "relmerge_export.json"
 NO_LABEL = "related"
 UNKNOWN_DOCUMENT = "unknown"
 T = TypeVar("T", bound=Hashable)
+U = TypeVar("U")
 
 
 def md5_hex(text: str) -> str:
@@ -69,10 +71,54 @@ def jsonl_bytes(items: Iterable[Any]) -> bytes:
     return b"".join(orjson.dumps(item) + b"\n" for item in items)
 
 
-def write_import(imported: Imported, source: Path, output: Path) -> dict[str, Any]:
-    """Write relations.jsonl, entities.jsonl and import.json (the counts) into ``output``."""
-    write_atomic(output / RELATIONS_FILE, jsonl_bytes(imported.relations))
-    write_atomic(output / ENTITIES_FILE, jsonl_bytes(imported.entities))
+_EVERY = 1_000  # items (records, rows, edges, files) between two steps of a progress bar
+
+
+def counted(items: Iterable[U], progress: Progress, phase: str) -> Iterator[U]:
+    """``items``, advancing ``phase`` by each ``_EVERY`` of them worked and by the rest at
+    the end (an item counts once the loop asks for the next)."""
+    pending = 0
+    for item in items:
+        yield item
+        pending += 1
+        if pending == _EVERY:
+            progress.advance(phase, pending)
+            pending = 0
+    if pending:
+        progress.advance(phase, pending)
+
+
+def _earlier_import(output: Path, files: Mapping[str, bytes], source: Path) -> str | None:
+    """What of an earlier import ``output`` holds that these files would replace (None:
+    nothing, or the very same files: importing again changes nothing)."""
+    present = [name for name in files if (output / name).is_file()]
+    if not present or all((output / name).read_bytes() == files[name] for name in files):
+        return None
+    try:
+        earlier = str(orjson.loads((output / IMPORT_FILE).read_bytes())["source"])
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return f"a {present[0]} this import would replace"
+    if earlier == str(source):
+        return f"an earlier import of {earlier} that differs from this one (changed since?)"
+    return f"an import of another graph ({earlier})"
+
+
+def write_import(
+    imported: Imported,
+    source: Path,
+    output: Path,
+    *,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Write relations.jsonl, entities.jsonl and import.json (the counts) into ``output``.
+
+    An ``output`` that holds another import (or a file of these names) is refused unless
+    ``overwrite``, as ``relmerge run`` and ``relmerge export`` refuse: a run made from
+    the earlier import would otherwise be left over relations it no longer describes.
+    """
+    progress = as_progress(progress)
+    progress.start("records", len(imported.relations) + len(imported.entities))
     summary = {
         "format": imported.format,
         "source": str(source),
@@ -80,7 +126,19 @@ def write_import(imported: Imported, source: Path, output: Path) -> dict[str, An
         "entities": len(imported.entities),
         **imported.counts,
     }
-    write_atomic(output / IMPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    files = {
+        RELATIONS_FILE: jsonl_bytes(counted(imported.relations, progress, "records")),
+        ENTITIES_FILE: jsonl_bytes(counted(imported.entities, progress, "records")),
+        IMPORT_FILE: orjson.dumps(summary, option=orjson.OPT_INDENT_2),
+    }
+    earlier = _earlier_import(output, files, source)
+    if earlier is not None and not overwrite:
+        raise InputError(
+            f"--output {output} holds {earlier}; choose another --output or pass --overwrite"
+        )
+    for name, data in files.items():
+        write_atomic(output / name, data)
+    progress.finish("records")
     return summary
 
 
@@ -101,10 +159,11 @@ def _json(path: Path, what: str) -> Any:
         raise InputError(f"cannot read {what} {path}: {error}") from None
 
 
-def read_run(out: Path) -> RunResult:
+def read_run(out: Path, progress: Progress | None = None) -> RunResult:
     """Read the relations and mapping of the run in OUT; a run that never finished is an error.
 
     The result file is written last, so its presence means the other files are complete.
+    Progress: phase ``run``, one step per ``_EVERY`` relation files read.
     """
     if not (out / RESULT_FILE).is_file():
         raise InputError(f"{out} holds no finished relmerge run (no {RESULT_FILE})")
@@ -112,14 +171,17 @@ def read_run(out: Path) -> RunResult:
     mapping = _json(out / MAPPING_FILE, "relation id mapping")
     if not isinstance(keys, list) or not isinstance(mapping, dict):
         raise InputError(f"{out}: {KEYS_FILE} must be an array and {MAPPING_FILE} an object")
+    progress = as_progress(progress)
+    progress.start("run", len(keys))
     relations = {}
-    for key in keys:
+    for key in counted(keys, progress, "run"):
         path = out / str(key)
         try:
             relation = ExtractedRelation.model_validate_json(path.read_bytes())
         except (OSError, ValueError) as error:
             raise InputError(f"cannot read output relation {path}: {error}") from None
         relations[relation.relation_id] = relation
+    progress.finish("run")
     return RunResult(relations, {str(k): str(v) for k, v in mapping.items()})
 
 
@@ -175,19 +237,32 @@ def layout(imported: Imported, run: RunResult) -> dict[int, list[Piece]]:
     return units
 
 
-def copy_others(original: Path, target: Path, skip: Sequence[str]) -> list[str]:
-    """Copy the original folder's other files (relative paths not in ``skip``) unchanged."""
-    copied: list[str] = []
-    if not original.is_dir():
-        return copied
-    for path in sorted(original.rglob("*")):
-        relative = path.relative_to(original).as_posix()
-        if not path.is_file() or relative in skip:
-            continue
+def other_files(original: Path | None, skip: Sequence[str]) -> list[str]:
+    """The original folder's other files (relative paths not in ``skip``), in order."""
+    if original is None or not original.is_dir():
+        return []
+    return [
+        relative
+        for path in sorted(original.rglob("*"))
+        if path.is_file() and (relative := path.relative_to(original).as_posix()) not in skip
+    ]
+
+
+def copy_others(
+    original: Path | None,
+    target: Path,
+    skip: Sequence[str],
+    on_file: Callable[[], None] = lambda: None,
+) -> list[str]:
+    """Copy the original folder's other files (relative paths not in ``skip``) unchanged;
+    ``on_file`` hears of each one copied."""
+    copied = other_files(original, skip)
+    for relative in copied:
+        assert original is not None
         destination = target / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, destination)
-        copied.append(relative)
+        shutil.copy2(original / relative, destination)
+        on_file()
     return copied
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,9 +72,23 @@ def _data(element: ET.Element, namespace: str, names: dict[str, str]) -> dict[st
     }
 
 
-def read_graphml(path: Path) -> GraphmlDocument:
+_PIECE = 1 << 20  # bytes parsed between two steps of the progress bar
+
+
+def _parse(path: Path, on_bytes: Callable[[int], None]) -> ET.ElementTree[ET.Element]:
+    """``ET.parse``, fed a piece at a time so that ``on_bytes`` hears how far it is."""
+    parser = ET.XMLParser(target=ET.TreeBuilder())
+    with path.open("rb") as handle:
+        while piece := handle.read(_PIECE):
+            parser.feed(piece)
+            on_bytes(len(piece))
+    return ET.ElementTree(parser.close())
+
+
+def read_graphml(path: Path, on_bytes: Callable[[int], None] = lambda n: None) -> GraphmlDocument:
+    """The document at ``path``; ``on_bytes`` hears of each piece of the file parsed."""
     try:
-        tree = ET.parse(path)
+        tree = _parse(path, on_bytes)
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     except ET.ParseError as error:

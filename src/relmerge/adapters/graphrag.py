@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -36,9 +36,11 @@ from relmerge.adapters.common import (
     Imported,
     Piece,
     copy_others,
+    counted,
     layout,
     md5_hex,
     ordered_union,
+    other_files,
     read_run,
     write_atomic,
 )
@@ -53,6 +55,7 @@ from relmerge.adapters.tables import (
     table_format,
 )
 from relmerge.errors import InputError
+from relmerge.progress import Progress, as_progress
 
 RELATIONSHIPS = ("relationships", "create_final_relationships")
 ENTITIES = ("entities", "create_final_entities")
@@ -206,8 +209,8 @@ def row_ids(table: Table) -> RowIds:
     return result
 
 
-def _relationships(folder: GraphragFolder, columns: Sequence[str] | None = None) -> Table:
-    table = read_table(folder.relationships, columns)
+def _relationships_table(folder: GraphragFolder) -> Table:
+    table = read_table(folder.relationships)
     missing = [name for name in _REQUIRED if name not in table.columns]
     if missing:
         raise InputError(
@@ -217,19 +220,46 @@ def _relationships(folder: GraphragFolder, columns: Sequence[str] | None = None)
     return table
 
 
-def import_graphrag(source: Path) -> Imported:
-    """Relation records (one per distinct relationships row) and entities of a GraphRAG
-    output."""
-    folder = locate(source)
-    table = _relationships(folder)
-    ids = row_ids(table)
+class _Tables(NamedTuple):
+    """What an import reads: the relationships table (whole: an export writes it back),
+    the entities, the documents of text units; and where progress goes."""
+
+    relationships: Table
+    entities: list[dict[str, Any]]
+    documents: dict[str, str]
+    progress: Progress
+
+
+def _read_tables(folder: GraphragFolder, progress: Progress) -> _Tables:
+    """The folder's tables, read one after the other (phase ``tables``)."""
+    progress.start("tables", 1 + (folder.entities is not None) + (folder.text_units is not None))
+    table = _relationships_table(folder)
+    progress.advance("tables")
     entities = _entities(folder)
-    entity_ids = {entity["name"]: entity["entity_id"] for entity in entities}
+    progress.advance("tables", folder.entities is not None)
     documents = _documents(folder)
+    progress.advance("tables", folder.text_units is not None)
+    progress.finish("tables")
+    return _Tables(table, entities, documents, progress)
+
+
+def import_graphrag(source: Path, progress: Progress | None = None) -> Imported:
+    """Relation records (one per distinct relationships row) and entities of a GraphRAG
+    output. Progress: phases ``tables`` and ``import_rows``."""
+    folder = locate(source)
+    return _import(folder, _read_tables(folder, as_progress(progress)))[0]
+
+
+def _import(folder: GraphragFolder, tables: _Tables) -> tuple[Imported, RowIds]:
+    table, entities, documents, progress = tables
+    progress.start("import_rows", len(table.rows))
+    ids = row_ids(table)
+    entity_ids = {entity["name"]: entity["entity_id"] for entity in entities}
     relations: list[dict[str, Any]] = []
     origins: dict[str, int] = {}
     synthesized: set[str] = set()
-    for number, (rid, row) in enumerate(zip(ids.ids, table.rows, strict=True)):
+    rows = counted(enumerate(zip(ids.ids, table.rows, strict=True)), progress, "import_rows")
+    for number, (rid, row) in rows:
         if rid is None:
             continue
         names = [_text(table, row, "source"), _text(table, row, "target")]
@@ -257,13 +287,14 @@ def import_graphrag(source: Path) -> Imported:
             }
         )
         origins[rid] = number
+    progress.finish("import_rows")
     counts = {
         "relationships": len(relations),
         "repeated_rows": len(ids.repeat_of),
         "endpoints_missing_from_entities": len(synthesized),
         "table_format": folder.format,
     }
-    return Imported("graphrag", relations, entities, origins, counts)
+    return Imported("graphrag", relations, entities, origins, counts), ids
 
 
 # -- export ---------------------------------------------------------------------------
@@ -363,10 +394,12 @@ def plan_export(
     return plan
 
 
-def _exported_rows(table: Table, ids: RowIds, plan: ExportPlan) -> list[Row]:
+def _exported_rows(
+    table: Table, ids: RowIds, plan: ExportPlan, progress: Progress | None = None
+) -> list[Row]:
     """Every original row position: its rows after the run (a repeat: its first's)."""
     rows: list[Row] = []
-    for number in range(len(table.rows)):
+    for number in counted(range(len(table.rows)), as_progress(progress), "export_rows"):
         first = ids.repeat_of.get(number, number)
         for emitted in plan.emitted.get(first, []):
             rows.append(apply_edits(table, table.rows[emitted.base], emitted.edits))
@@ -471,22 +504,34 @@ def _rewrite_reports(
 
 
 def export_graphrag(
-    out: Path, original: Path, target: Path, *, overwrite: bool = False
+    out: Path,
+    original: Path,
+    target: Path,
+    *,
+    overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Write the original GraphRAG folder with the run's deduplicated relationships to
-    TARGET (whole or not at all: see ``adapters.staging``)."""
+    TARGET (whole or not at all: see ``adapters.staging``). Progress: phases ``tables``
+    and ``import_rows`` (the original read again, to find where each record came from),
+    ``run``, ``export_rows`` and ``files``."""
+    progress = as_progress(progress)
     folder = locate(original)
     check_destination(target, overwrite, folder.folder, out)
-    imported = import_graphrag(original)
-    units = layout(imported, read_run(out))
-    table = _relationships(folder)
-    ids = row_ids(table)
+    tables = _read_tables(folder, progress)
+    table = tables.relationships
+    imported, ids = _import(folder, tables)
+    units = layout(imported, read_run(out, progress))
+    progress.start("export_rows", len(table.rows))
     plan = plan_export(table, ids, imported, units)
-    exported = _exported_rows(table, ids, plan)
+    exported = _exported_rows(table, ids, plan, progress)
+    progress.finish("export_rows")
     rewrites: list[dict[str, Any]] = []
     updated: list[str] = []
+    skip = [folder.relationships.name]
+    progress.start("files", len(other_files(folder.folder, skip)) + 2)
     with staged_folder(target) as stage:
-        copied = copy_others(folder.folder, stage, [folder.relationships.name])
+        copied = copy_others(folder.folder, stage, skip, lambda: progress.advance("files"))
         for name in copied:
             path = folder.folder / name
             if "/" in name or table_format(path) is None:
@@ -504,10 +549,11 @@ def export_graphrag(
                 rows = _remap_lists(other, plan.id_map)
             else:
                 continue
-            if rows is not None:
+            if rows is not None:  # copied (counted), now written again
                 other.write(rows, stage / name)
                 updated.append(name)
         table.write(exported, stage / folder.relationships.name)
+        progress.advance("files")
         rewritten_content = sorted(
             {str(r["report_id"]) for r in rewrites if r["column"] == "full_content"}
         )
@@ -537,4 +583,6 @@ def export_graphrag(
             "relationship_id_mapping": plan.id_map,
         }
         write_atomic(stage / EXPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        progress.advance("files")
+    progress.finish("files")
     return summary

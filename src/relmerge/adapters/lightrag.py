@@ -32,9 +32,11 @@ from relmerge.adapters.common import (
     Imported,
     Piece,
     copy_others,
+    counted,
     layout,
     md5_hex,
     ordered_union,
+    other_files,
     read_run,
     write_atomic,
 )
@@ -42,6 +44,7 @@ from relmerge.adapters.graphml import Edge, GraphmlDocument, read_graphml
 from relmerge.adapters.lightrag_stores import EdgeChanges, pair_of, rebuild_hint, update_stores
 from relmerge.adapters.staging import check_destination, staged_folder
 from relmerge.errors import InputError
+from relmerge.progress import Progress, as_progress
 
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
 CHUNKS_FILE = "kv_store_text_chunks.json"
@@ -94,15 +97,25 @@ def _documents(folder: Path | None) -> dict[str, str]:
     }
 
 
+def _read(graph: Path, progress: Progress) -> GraphmlDocument:
+    """The GraphML document (phase ``graph``, in bytes)."""
+    progress.start("graph", graph.stat().st_size if graph.is_file() else None)
+    document = read_graphml(graph, lambda n: progress.advance("graph", n))
+    progress.finish("graph")
+    return document
+
+
 def _convert(
-    document: GraphmlDocument, documents: dict[str, str]
+    document: GraphmlDocument, documents: dict[str, str], progress: Progress
 ) -> tuple[Imported, dict[str, str]]:
-    """Records (one per ``<SEP>`` description of each edge) and the raw text of each."""
+    """Records (one per ``<SEP>`` description of each edge) and the raw text of each
+    (phase ``import_edges``)."""
     relations: list[dict[str, Any]] = []
     origins: dict[str, int] = {}
     raws: dict[str, str] = {}
     multi = 0
-    for number, edge in enumerate(document.edges):
+    progress.start("import_edges", len(document.edges))
+    for number, edge in counted(enumerate(document.edges), progress, "import_edges"):
         fragments = split_field(edge.data.get("description", "")) or [""]
         multi += len(fragments) > 1
         chunks = [part.strip() for part in split_field(edge.data.get("source_id", ""))]
@@ -144,14 +157,17 @@ def _convert(
         for node, data in document.nodes.items()
         if strip_quotes(node)
     ]
+    progress.finish("import_edges")
     counts = {"edges": len(document.edges), "edges_with_several_descriptions": multi}
     return Imported("lightrag", relations, entities, origins, counts), raws
 
 
-def import_lightrag(source: Path) -> Imported:
-    """Relation records and entities of a LightRAG / nano-graphrag working folder."""
+def import_lightrag(source: Path, progress: Progress | None = None) -> Imported:
+    """Relation records and entities of a LightRAG / nano-graphrag working folder.
+    Progress: phases ``graph`` and ``import_edges``."""
+    progress = as_progress(progress)
     graph, folder = locate(source)
-    return _convert(read_graphml(graph), _documents(folder))[0]
+    return _convert(_read(graph, progress), _documents(folder), progress)[0]
 
 
 def _fragment(piece: Piece, raws: dict[str, str]) -> str:
@@ -205,22 +221,30 @@ def _rebuild(
 
 
 def export_lightrag(
-    out: Path, original: Path, target: Path, *, overwrite: bool = False
+    out: Path,
+    original: Path,
+    target: Path,
+    *,
+    overwrite: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Write the original working folder with the run's deduplicated edges to TARGET
-    (whole or not at all: see ``adapters.staging``)."""
+    (whole or not at all: see ``adapters.staging``). Progress: phases ``graph`` and
+    ``import_edges`` (the original read again), ``run``, ``export_edges`` and ``files``."""
+    progress = as_progress(progress)
     graph, folder = locate(original)
     check_destination(target, overwrite, folder or graph, out)
-    document = read_graphml(graph)
-    imported, raws = _convert(document, _documents(folder))
-    units = layout(imported, read_run(out))
+    document = _read(graph, progress)
+    imported, raws = _convert(document, _documents(folder), progress)
+    units = layout(imported, read_run(out, progress))
     before = [dict(edge.data) for edge in document.edges]
     own: dict[int, set[str]] = {}
     for rid, number in imported.origins.items():
         own.setdefault(number, set()).add(rid)
     changes = EdgeChanges()
     fragments_after = 0
-    for number, edge in enumerate(document.edges):
+    progress.start("export_edges", len(document.edges))
+    for number, edge in counted(enumerate(document.edges), progress, "export_edges"):
         pieces = units.get(number, [])
         if not pieces:
             continue
@@ -242,9 +266,13 @@ def export_lightrag(
         if not units.get(number):
             document.remove_edge(edge)  # every record merged into another edge's relation
             removed += 1
+    progress.finish("export_edges")
+    progress.start("files", len(other_files(folder, [graph.name])) + 2)
     with staged_folder(target) as stage:
-        copied = copy_others(folder, stage, [graph.name]) if folder is not None else []
+        copied = copy_others(folder, stage, [graph.name], lambda: progress.advance("files"))
         document.write(stage / graph.name)
+        progress.advance("files")
+        # the stores were copied (counted): those that change are written again
         stores = update_stores(folder, stage, changes) if folder is not None else None
         summary: dict[str, Any] = {
             "format": "lightrag",
@@ -263,4 +291,6 @@ def export_lightrag(
         if summary["stale"]:
             summary["rebuild"] = rebuild_hint(target, summary["stale"])
         write_atomic(stage / EXPORT_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        progress.advance("files")
+    progress.finish("files")
     return summary

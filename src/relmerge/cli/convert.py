@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+
+from relmerge.cli.progress_view import progress_view
+from relmerge.progress import Progress
 
 FORMATS = ("graphrag", "lightrag")
 EXPORT_NAME = "relmerge_export.json"
@@ -31,14 +37,31 @@ def program() -> str:
     return "relmerge"
 
 
-def _do_import(fmt: str, source: Path) -> Any:
+def _do_import(fmt: str, source: Path, progress: Progress) -> Any:
     if fmt == "graphrag":
         from relmerge.adapters.graphrag import import_graphrag
 
-        return import_graphrag(source)
+        return import_graphrag(source, progress)
     from relmerge.adapters.lightrag import import_lightrag
 
-    return import_lightrag(source)
+    return import_lightrag(source, progress)
+
+
+_QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Progress]:
+    """Progress on stderr as ``relmerge run`` shows it: bars on a terminal, a line per
+    phase otherwise, nothing with --quiet."""
+    with progress_view(Console(stderr=True, quiet=quiet)) as view:
+        yield view
+
+
+def _echo(quiet: bool, line: str) -> None:
+    """A summary line (none with --quiet; warnings are printed whatever it says)."""
+    if not quiet:
+        click.echo(line)
 
 
 @click.command("import", short_help="Convert a GraphRAG or LightRAG graph into relmerge input.")
@@ -52,7 +75,13 @@ def _do_import(fmt: str, source: Path) -> Any:
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder for relations.jsonl, entities.jsonl and import.json (created if missing).",
 )
-def import_command(fmt: str, source: Path, output: Path) -> None:
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace an import of another graph (or other files of these names) in --output.",
+)
+@_QUIET
+def import_command(fmt: str, source: Path, output: Path, overwrite: bool, quiet: bool) -> None:
     """Convert SRC into relmerge input: relations.jsonl and entities.jsonl in --output.
 
     FORMAT graphrag: SRC is a GraphRAG output folder (relationships.parquet, with
@@ -60,11 +89,16 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     record per relationship row. FORMAT lightrag: SRC is a LightRAG / nano-graphrag working
     folder (graph_chunk_entity_relation.graphml) or the GraphML file; one record per
     <SEP>-joined description of each edge. Prints the commands that deduplicate and export.
+    An --output that holds another import is refused unless --overwrite (importing the
+    same graph again changes nothing).
     """
     from relmerge.adapters.common import ENTITIES_FILE, RELATIONS_FILE, write_import
 
-    imported = _do_import(fmt, source)
-    summary = write_import(imported, source, output)
+    with _progress(quiet) as progress:
+        imported = _do_import(fmt, source, progress)
+        summary = write_import(imported, source, output, overwrite=overwrite, progress=progress)
+    if quiet:
+        return
     units = summary.get("relationships", summary.get("edges"))
     unit_name = "relationships" if fmt == "graphrag" else "edges"
     click.echo(
@@ -105,7 +139,10 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     is_flag=True,
     help="Replace a --to folder that is not empty (once the copy is complete).",
 )
-def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite: bool) -> None:
+@_QUIET
+def export_command(
+    fmt: str, out: Path, original: Path, target: Path, overwrite: bool, quiet: bool
+) -> None:
     """Write a copy of the original graph with the relations of the relmerge run in OUT.
 
     graphrag: the relationships table (Parquet or CSV, as the original) gets one row per
@@ -122,18 +159,20 @@ def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite:
     if fmt == "graphrag":
         from relmerge.adapters.graphrag import export_graphrag
 
-        summary = export_graphrag(out, original, target, overwrite=overwrite)
+        with _progress(quiet) as progress:
+            summary = export_graphrag(out, original, target, overwrite=overwrite, progress=progress)
         repeats = (
             f", {summary['rows_after']} rows with GraphRAG's repeats"
             if summary["repeated_rows"]
             else ""
         )
-        click.echo(
+        _echo(
+            quiet,
             f"Wrote {summary['relationships_after']} relationships "
             f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows"
             f"{repeats}) and {summary['copied_files']} other files to {target}; "
             f"{summary['citations_rewritten']} report citations rewritten "
-            f"(see {EXPORT_NAME})."
+            f"(see {EXPORT_NAME}).",
         )
         for name, reports in summary["stale"].items():
             click.echo(
@@ -144,13 +183,15 @@ def export_command(fmt: str, out: Path, original: Path, target: Path, overwrite:
         return
     from relmerge.adapters.lightrag import export_lightrag
 
-    summary = export_lightrag(out, original, target, overwrite=overwrite)
+    with _progress(quiet) as progress:
+        summary = export_lightrag(out, original, target, overwrite=overwrite, progress=progress)
     updated = ", ".join(summary["stores_updated"]) or "none"
-    click.echo(
+    _echo(
+        quiet,
         f"Wrote {summary['edges_after']} edges ({summary['edges_before']} before, "
         f"{summary['edges_rewritten']} rewritten) holding {summary['descriptions_after']} "
         f"descriptions ({summary['descriptions_before']} before) and "
-        f"{summary['copied_files']} other files to {target}; stores updated: {updated}."
+        f"{summary['copied_files']} other files to {target}; stores updated: {updated}.",
     )
     for number, line in enumerate(summary.get("rebuild", [])):
         click.echo(f"Stale: {line}" if number == 0 else line)

@@ -3,7 +3,9 @@
 Both implement :class:`relmerge.progress.Progress`. Each phase is counted in its unit
 (see ``relmerge.progress``); a bar shows done / total, the rate where it tells something
 (texts/s for the embedding) and the time left. A phase whose total is still 0 (no LLM
-request sent yet) is not shown.
+request sent yet) is not shown. When a phase ends, its time is the one the run says it
+worked (``took``), else the time from its start to its end; a rate is done / that time.
+``run``, ``import`` and ``export`` all draw their phases with :func:`progress_view`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ PHASES: dict[str, tuple[str, str]] = {  # phase -> (label, unit)
     "semantic": ("semantic stage", "blocks"),
     "llm": ("LLM requests", "answered"),
     "write": ("writing", "relations"),
+    # relmerge import / export
+    "tables": ("reading tables", "tables"),
+    "graph": ("reading the graph", "bytes"),
+    "run": ("reading the run", "relations"),
+    "import_rows": ("converting rows", "rows"),
+    "import_edges": ("converting edges", "edges"),
+    "export_rows": ("rewriting rows", "rows"),
+    "export_edges": ("rewriting edges", "edges"),
+    "records": ("writing", "records"),
+    "files": ("writing", "files"),
 }
 _RATE_UNITS = {"embed": "texts/s"}
 
@@ -49,6 +61,12 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def _took(task: Task) -> float:
+    """An ended phase's seconds: those the run said it worked, else its bar's time."""
+    took = task.fields.get("took")
+    return float(took) if took is not None else float(task.elapsed or 0)
+
+
 class _AmountColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         return Text(amount(task.fields["phase"], task.completed, task.total))
@@ -60,8 +78,12 @@ class _ExtraColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         phase = task.fields["phase"]
         parts = []
-        if phase in _RATE_UNITS and task.speed:
-            parts.append(f"{task.speed:,.0f} {_RATE_UNITS[phase]}")
+        speed = task.speed
+        if task.fields.get("ended"):  # the rate over the time the phase worked
+            seconds = _took(task)
+            speed = task.completed / seconds if seconds else None
+        if phase in _RATE_UNITS and speed:
+            parts.append(f"{speed:,.0f} {_RATE_UNITS[phase]}")
         if phase == "llm":
             parts.append(f"{int(task.total or 0):,} sent")
             parts.extend(f"{value:,} {name}" for name, value in task.fields["counts"].items())
@@ -77,7 +99,7 @@ class _TimeColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         if task.fields.get("ended"):
-            return Text(f"took {_clock(task.elapsed or 0)}", style="green")
+            return Text(f"took {_clock(_took(task))}", style="green")
         if task.fields["phase"] == "llm":
             return Text(f"for {_clock(task.elapsed or 0)}")
         remaining = task.time_remaining
@@ -110,7 +132,7 @@ class RichProgress:
     def start(self, stage: str, total: int | None) -> None:
         label = PHASES.get(stage, (stage, ""))[0]
         self._tasks[stage] = self._progress.add_task(
-            label, total=total, phase=stage, counts={}, visible=total != 0
+            label, total=total, phase=stage, counts={}, visible=total != 0, took=None
         )
 
     def advance(self, stage: str, amount: int = 1) -> None:
@@ -129,6 +151,11 @@ class RichProgress:
             counts = self._progress.tasks[self._index(stage)].fields["counts"]
             counts[name] = counts.get(name, 0) + amount
 
+    def took(self, stage: str, seconds: float) -> None:
+        """The seconds the phase worked (told by the run before ``finish``)."""
+        if stage in self._tasks:
+            self._progress.update(self._tasks[stage], took=seconds)
+
     def finish(self, stage: str) -> None:
         if stage in self._tasks:
             task = self._progress.tasks[self._index(stage)]
@@ -145,6 +172,7 @@ class _Phase:
     started: float = field(default_factory=time.perf_counter)
     done: int = 0
     counts: dict[str, int] = field(default_factory=dict)
+    took: float | None = None  # the seconds it worked, when the run says so
 
 
 class LineProgress:
@@ -177,11 +205,16 @@ class LineProgress:
             counts = self._phases[stage].counts
             counts[name] = counts.get(name, 0) + amount
 
+    def took(self, stage: str, seconds: float) -> None:
+        """The seconds the phase worked (told by the run before ``finish``)."""
+        if stage in self._phases:
+            self._phases[stage].took = seconds
+
     def finish(self, stage: str) -> None:
         phase = self._phases.pop(stage, None)
         if phase is None:
             return
-        seconds = time.perf_counter() - phase.started
+        seconds = phase.took if phase.took is not None else time.perf_counter() - phase.started
         label = PHASES.get(stage, (stage, ""))[0]
         line = f"{label}: {amount(stage, phase.done, phase.total)} in {seconds:.1f} s"
         if stage in _RATE_UNITS and seconds > 0 and phase.done:
@@ -191,3 +224,9 @@ class LineProgress:
             extra += [f"{value:,} {name}" for name, value in phase.counts.items()]
             line += f" ({', '.join(extra)})"
         self._console.print(line, highlight=False, soft_wrap=True)
+
+
+def progress_view(console: Console) -> RichProgress | LineProgress:
+    """Bars on a terminal, one line per phase otherwise (a log); a quiet console gets
+    lines it does not print."""
+    return RichProgress(console) if console.is_terminal else LineProgress(console)

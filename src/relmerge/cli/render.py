@@ -8,6 +8,20 @@ from typing import Any
 from rich.table import Table
 
 
+def merge_rows(result: dict[str, Any]) -> list[tuple[str, int]]:
+    """Merges by who made them: the exact and semantic stages (rules and LLM), and a
+    person's answers (``relmerge review``) on a line of their own. The result counts a
+    person's merges inside ``exact_merge_count`` / ``semantic_merge_count`` too (by where
+    they fall); the table shows each merge once."""
+    human = result.get("human_merge_count", 0)
+    human_exact = result.get("human_exact_merge_count", 0)
+    return [
+        ("merged by exact stage", result["exact_merge_count"] - human_exact),
+        ("merged by semantic stage", result["semantic_merge_count"] - (human - human_exact)),
+        ("merged by a person's answers", human),
+    ]
+
+
 def summary_table(result: dict[str, Any], out: str) -> Table:
     table = Table(title=f"relmerge run → {out}", show_header=False)
     table.add_column("what")
@@ -17,8 +31,7 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         ("rejected (see rejected.jsonl)", result["rejected_count"]),
         ("valid input relations", result["input_relation_count"]),
         ("output relations", result["output_relation_count"]),
-        ("merged by exact stage", result["exact_merge_count"]),
-        ("merged by semantic stage", result["semantic_merge_count"]),
+        *merge_rows(result),
         (
             "LLM rounds (exact / semantic)",
             f"{result['exact_round_count']} / {result['semantic_round_count']}",

@@ -18,9 +18,11 @@ from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
+from relmerge.cli.convert import program
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.left import left_to_do
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.cli.progress_view import progress_view
 from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -323,8 +325,7 @@ def run_command(
             run_fingerprint = hashed.hexdigest(*settings_parts)
             await claim_output(store, run_fingerprint, overwrite, command)
 
-        view = RichProgress(console) if console.is_terminal else LineProgress(console)
-        with view as progress:
+        with progress_view(console) as progress:
             output = await run_pipeline(
                 hashed.records(records),
                 mapping,
@@ -360,6 +361,10 @@ def run_command(
         close_helpers()
     if not quiet:
         Console().print(summary_table(result, redact_url(out)))
+        argv = click.get_current_context().meta.get(rerun.ARGV_META)
+        shown = redact_url(out)
+        for line in left_to_do(result, shown, program(), argv, reviewable=out_dir is not None):
+            click.echo(line)
     unavailable = result["llm_unavailable_group_count"]
     if unavailable:
         kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"

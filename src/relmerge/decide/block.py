@@ -68,6 +68,13 @@ class BlockResult:
     clarifications: list[dict[str, Any]] = field(default_factory=list)
     rounds: int = 0
     llm_needed_pairs: int = 0
+    # Why the rules left each of those pairs: its tier ("direction_unknown", "guard",
+    # "band"), and how many of them had names that prove nothing (description mode).
+    llm_needed_tiers: dict[str, int] = field(default_factory=dict)
+    llm_needed_without_names: int = 0
+    # Pairs (local unit indices) whose remembered "merge" (a person's answer) joined two
+    # clusters: the merges a person made.
+    human_joins: list[tuple[int, int]] = field(default_factory=list)
     failure: GroupFailed | None = None
 
 
@@ -111,9 +118,12 @@ class BlockDecider:
         )
         joined: list[tuple[int, int]] = []
         for p in merges:
+            apart = auto.find(p.a) != auto.find(p.b)
             ok = auto.join(p.a, p.b)
             if ok:
                 joined.append((p.a, p.b))
+                if apart and p.tier == "remembered":
+                    result.human_joins.append((p.a, p.b))
             result.decisions.append(self._pair_decision(units, p, ok))
         for p in pairs:
             if p.verdict == "keep":
@@ -387,6 +397,8 @@ class BlockDecider:
         left without a question."""
         for p in pairs:
             result.llm_needed_pairs += 1
+            result.llm_needed_tiers[p.tier] = result.llm_needed_tiers.get(p.tier, 0) + 1
+            result.llm_needed_without_names += p.mode == "description"
             result.decisions.append(self._pair_decision(units, p, False, tier="policy"))
             why = f"{cause}; the rules could not decide (tier {p.tier}"
             why += f", guards: {', '.join(p.guards)})" if p.guards else ")"

@@ -10,8 +10,9 @@ driver, and ignores Ctrl-C (the driver ends it).
 Driver → worker: ``("setup", WorkerSetup)``, ``("chunk", ChunkTask)``, ``("embed", job,
 texts)``, ``("answer", request, Outcome)``. Worker → driver: ``("ask", request, door,
 payload)`` (door ``llm`` or ``desk``), ``("unreachable",)``, ``("progress", advanced,
-totals)`` (at most twice a second, for the driver's bars), ``("done", number, Outcome,
-ChunkResult | None)``, ``("embedded", job, Outcome, vectors, CPU seconds)``.
+totals)`` (at most twice a second, for the driver's bars), ``("working", phase, busy)``
+(a chunk starts or stops working a phase: the driver times phases), ``("done", number,
+Outcome, ChunkResult | None)``, ``("embedded", job, Outcome, vectors, CPU seconds)``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,14 @@ class SentProgress(RecordedProgress):
     def add_total(self, stage: str, amount: int) -> None:
         super().add_total(stage, amount)
         self._send_if_due(stage)
+
+    def working(self, stage: str, busy: bool) -> None:
+        """Sent at once, after the news before it: the driver times the phase itself."""
+        if self.advanced or self.totals:
+            self.worker.send(("progress", self.advanced, self.totals))
+            self.advanced, self.totals, self.sent = {}, {}, time.monotonic()
+        self.seen.add(stage)
+        self.worker.send(("working", stage, busy))
 
     def left(self) -> RecordedProgress:
         """What was not sent yet, as a plain value for the chunk's result."""

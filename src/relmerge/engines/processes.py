@@ -35,6 +35,7 @@ from relmerge.engines.gateway import Outcome, answer, raise_failure
 from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
 from relmerge.engines.workers import DeskModel, recipe_for
 from relmerge.errors import ConfigError
+from relmerge.progress import working
 from relmerge.providers.cached import persistent_layer
 from relmerge.providers.embedding import Vectors
 
@@ -225,6 +226,9 @@ class ProcessEngine:
             sent = RecordedProgress()
             sent.advanced, sent.totals = message[1], message[2]
             sent.replay(self._run.progress)
+        elif kind == "working":
+            assert self._run is not None
+            working(self._run.progress, message[1], message[2])
         elif kind == "unreachable":
             assert self._run is not None
             report_unreachable(self._run.model)

@@ -2,6 +2,12 @@
 
 Vectors are float32 rows, L2-normalised, so a dot product is a cosine. ``CachedEmbedder``
 embeds each distinct text once per run, whatever the provider.
+
+A provider that embeds a large call in pieces says how many texts each finished piece
+held (:func:`report_embedded`, from any thread), so that a caller listening
+(:func:`embedded_to`) can show progress inside one call: a call of thousands of texts
+takes many seconds. Providers that do not say anything are fine: the caller counts the
+whole call when it returns.
 """
 
 from __future__ import annotations
@@ -9,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -25,6 +33,37 @@ class EmbeddingModel(Protocol):
     name: str
 
     async def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+_ON_EMBEDDED: ContextVar[Callable[[int], None] | None] = ContextVar(
+    "relmerge_on_embedded", default=None
+)
+
+
+@contextmanager
+def embedded_to(callback: Callable[[int], None]) -> Iterator[None]:
+    """Embedding calls made inside the block (and the threads they start with
+    ``asyncio.to_thread``) report finished pieces to ``callback``, which must be safe to
+    call from any thread."""
+    token = _ON_EMBEDDED.set(callback)
+    try:
+        yield
+    finally:
+        _ON_EMBEDDED.reset(token)
+
+
+def embedded_callback() -> Callable[[int], None] | None:
+    """Where this context reports finished pieces (for a thread the provider starts
+    itself, which does not inherit the context)."""
+    return _ON_EMBEDDED.get()
+
+
+def report_embedded(count: int, callback: Callable[[int], None] | None = None) -> None:
+    """``count`` more texts of the current call are embedded (to ``callback``, else to
+    whoever listens in this context)."""
+    callback = callback or _ON_EMBEDDED.get()
+    if callback is not None and count:
+        callback(count)
 
 
 def l2_normalise(vectors: npt.NDArray[np.floating]) -> Vectors:

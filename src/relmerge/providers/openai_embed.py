@@ -8,7 +8,7 @@ import numpy as np
 import openai
 
 from relmerge.errors import ProviderError
-from relmerge.providers.embedding import Vectors, l2_normalise
+from relmerge.providers.embedding import Vectors, l2_normalise, report_embedded
 from relmerge.providers.preflight import (
     EMBEDDINGS_ENDPOINT,
     PREFLIGHT_MESSAGE,
@@ -93,6 +93,7 @@ class OpenAIEmbedder:
                     retryable=False,
                 )
             rows.extend(item.embedding for item in data)
+            report_embedded(len(batch))
         if not rows:
             return np.zeros((0, 0), dtype=np.float32)
         return l2_normalise(np.asarray(rows, dtype=np.float32))

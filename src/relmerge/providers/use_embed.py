@@ -15,7 +15,7 @@ import sys
 import threading
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +26,12 @@ import orjson
 
 from relmerge.cputime import process_cpu_seconds
 from relmerge.errors import ProviderError
-from relmerge.providers.embedding import Vectors, l2_normalise
+from relmerge.providers.embedding import (
+    Vectors,
+    embedded_callback,
+    l2_normalise,
+    report_embedded,
+)
 from relmerge.providers.use_tokenizer import CompiledTokenizer, compiled_tokenizer
 
 _BATCH = 256
@@ -68,12 +73,17 @@ def _use_compiled_tokenizer(model: Any) -> None:
         model._sp = compiled
 
 
-def encode_rows(texts: Sequence[str], threads: int = 1) -> Vectors:
-    """The model's rows for ``texts`` (not yet normalised), in this process."""
+def encode_rows(
+    texts: Sequence[str], threads: int = 1, on_rows: Callable[[int], None] | None = None
+) -> Vectors:
+    """The model's rows for ``texts`` (not yet normalised), in this process; ``on_rows``
+    hears of each batch of ``_BATCH`` done (see ``embedding.report_embedded``)."""
     model = _shared_model(threads)
     vectors = np.empty((len(texts), _DIM), dtype=np.float32)
     for i in range(0, len(texts), _BATCH):
-        vectors[i : i + _BATCH] = model.encode(list(texts[i : i + _BATCH]))
+        batch = list(texts[i : i + _BATCH])
+        vectors[i : i + _BATCH] = model.encode(batch)
+        report_embedded(len(batch), on_rows)
     return vectors
 
 
@@ -112,17 +122,23 @@ class _Helper:
             )
         return self._process
 
-    def encode(self, texts: list[str], threads: int) -> Vectors:
+    def encode(
+        self, texts: list[str], threads: int, on_rows: Callable[[int], None] | None = None
+    ) -> Vectors:
         """Rows for ``texts``, batches of ``_SHARE_BATCH`` taken from one queue by this
         thread and by a thread that feeds the helper: whichever is free takes the next,
         so neither waits for a fixed half of the other. A batch gives
-        the same rows wherever it runs (same code, one BLAS thread, same sub-batches)."""
+        the same rows wherever it runs (same code, one BLAS thread, same sub-batches).
+        ``on_rows`` hears of rows done as they are: this thread's batches of ``_BATCH``
+        and each batch the helper answers."""
         if self._broken or not self._lock.acquire(blocking=False):
-            return encode_rows(texts, threads)
+            return encode_rows(texts, threads, on_rows)
         try:
             rows = np.empty((len(texts), _DIM), dtype=np.float32)
             todo = deque(range(0, len(texts), _SHARE_BATCH))
-            feeder = threading.Thread(target=self._feed, args=(texts, todo, rows), daemon=True)
+            feeder = threading.Thread(
+                target=self._feed, args=(texts, todo, rows, on_rows), daemon=True
+            )
             feeder.start()
             while True:
                 while todo:
@@ -131,7 +147,7 @@ class _Helper:
                     except IndexError:
                         break
                     rows[start : start + _SHARE_BATCH] = encode_rows(
-                        texts[start : start + _SHARE_BATCH], threads
+                        texts[start : start + _SHARE_BATCH], threads, on_rows
                     )
                 feeder.join()
                 if not todo:  # a batch the helper failed on is back in the queue
@@ -139,7 +155,13 @@ class _Helper:
         finally:
             self._lock.release()
 
-    def _feed(self, texts: list[str], todo: deque[int], rows: Vectors) -> None:
+    def _feed(
+        self,
+        texts: list[str],
+        todo: deque[int],
+        rows: Vectors,
+        on_rows: Callable[[int], None] | None = None,
+    ) -> None:
         """Give the helper batches until the queue is empty or the helper fails."""
         while not self._broken:
             try:
@@ -152,6 +174,7 @@ class _Helper:
                 assert process.stdin is not None and process.stdout is not None
                 _send(process.stdin, batch)
                 rows[start : start + len(batch)] = _receive(process.stdout, len(batch))
+                report_embedded(len(batch), on_rows)
             except (OSError, ValueError, AssertionError) as error:
                 todo.appendleft(start)
                 if not self._stopped:
@@ -258,9 +281,10 @@ class UseEmbedder:
 
     def _encode(self, texts: list[str]) -> Vectors:
         self._load()
+        on_rows = embedded_callback()  # the helper's feeder thread does not inherit it
         if self._helper is not None and len(texts) >= _SHARE_FROM:
-            return l2_normalise(self._helper.encode(texts, self.threads))
-        return l2_normalise(encode_rows(texts, self.threads))
+            return l2_normalise(self._helper.encode(texts, self.threads, on_rows))
+        return l2_normalise(encode_rows(texts, self.threads, on_rows))
 
     def helper_cpu_seconds(self) -> float:
         """CPU seconds of the helper process (see ``relmerge.cputime``)."""

@@ -51,6 +51,11 @@ class SemanticOutcome:
     llm_needed_pair_count: int = 0
     merge_count: int = 0  # merges across exact keys (semantic merges)
     exact_merge_count: int = 0  # merges within an exact key decided here (see _count_merges)
+    human_merge_count: int = 0  # of both, those a person's answer made
+    human_exact_merge_count: int = 0  # of those, counted in exact_merge_count
+    llm_needed_block_count: int = 0  # blocks with pairs left for an LLM or a person
+    llm_needed_tiers: dict[str, int] = field(default_factory=dict)
+    llm_needed_without_names: int = 0
     pair_counts: dict[str, int] = field(default_factory=dict)
     tier_counts: dict[str, int] = field(default_factory=dict)
 
@@ -256,6 +261,10 @@ class SemanticStage:
         outcome.clarifications.extend(result.clarifications)
         outcome.rounds = max(outcome.rounds, result.rounds)
         outcome.llm_needed_pair_count += result.llm_needed_pairs
+        outcome.llm_needed_block_count += result.llm_needed_pairs > 0
+        for tier, count in result.llm_needed_tiers.items():
+            outcome.llm_needed_tiers[tier] = outcome.llm_needed_tiers.get(tier, 0) + count
+        outcome.llm_needed_without_names += result.llm_needed_without_names
         if result.failure is not None:
             outcome.failed_block_count += 1
             first = local[0].relation
@@ -278,7 +287,9 @@ class SemanticStage:
         merged = []
         for cluster in result.clusters:
             cluster_units = [local[i] for i in cluster]
-            _count_merges(cluster_units, outcome)
+            inside = set(cluster)
+            human = [(local[a], local[b]) for a, b in result.human_joins if a in inside]
+            _count_merges(cluster_units, outcome, human)
             lead = local[cluster_lead(cluster, symmetric)]
             written = result.fields.get(cluster[0])
             if written is not None and written.members == frozenset(cluster):
@@ -290,11 +301,29 @@ class SemanticStage:
         return merged
 
 
-def _count_merges(cluster: Sequence[Unit], outcome: SemanticOutcome) -> None:
+def _count_merges(
+    cluster: Sequence[Unit],
+    outcome: SemanticOutcome,
+    human: Sequence[tuple[Unit, Unit]] = (),
+) -> None:
     """Count a cluster's merges: those within one exact key are exact merges, wherever they
     were decided (with the semantic stage on, an exact-key group that needs an LLM is
     decided inside its block's request), the rest are semantic merges. A cluster of n units
-    whose exact keys form k groups makes n - k exact merges and k - 1 semantic ones."""
+    whose exact keys form k groups makes n - k exact merges and k - 1 semantic ones.
+
+    ``human``: the joins a person's answers made in the cluster (each one merge). They
+    stay inside those two counts (where they fall: within an exact key or across) and are
+    also counted apart, with how many of them are exact merges — a join of two units of
+    one key is, as far as the cluster's exact merges go; the rest are semantic ones, so
+    the merges the rules and the LLM made in each count are never negative."""
     keys = len({exact_key(unit.relation) for unit in cluster})
-    outcome.exact_merge_count += len(cluster) - keys
-    outcome.merge_count += keys - 1
+    exact, semantic = len(cluster) - keys, keys - 1
+    outcome.exact_merge_count += exact
+    outcome.merge_count += semantic
+    if human:
+        same = sum(1 for a, b in human if exact_key(a.relation) == exact_key(b.relation))
+        human_exact = min(same, exact)
+        human_semantic = min(len(human) - human_exact, semantic)
+        human_exact = len(human) - human_semantic  # at most ``exact``: joins <= n - 1
+        outcome.human_merge_count += len(human)
+        outcome.human_exact_merge_count += human_exact

@@ -6,6 +6,7 @@ vectors of a chunk's units without a copy per unit.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -13,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from relmerge.decide.scores import relation_vectors
-from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.providers.embedding import EmbeddingModel, Vectors, embedded_to
 
 
 class Rows(Protocol):
@@ -78,6 +79,37 @@ def _slice_size(count: int) -> int:
     return -(-count // slices)
 
 
+class _SliceProgress:
+    """Progress inside one call to the embedder: the pieces it reports as they finish
+    (from its threads: counted on the event loop), and the rest of the slice when the
+    call returns, so the phase advances by exactly the slice whatever the embedder says."""
+
+    def __init__(self, size: int, on_embedded: Callable[[int], None]) -> None:
+        self.size = size
+        self.on_embedded = on_embedded
+        self.counted = 0
+        self.loop = asyncio.get_running_loop()
+        self.open = True
+
+    def report(self, count: int) -> None:
+        """Any thread: ``count`` more texts of the slice are embedded."""
+        self.loop.call_soon_threadsafe(self._count, count)
+
+    def _count(self, count: int) -> None:
+        count = min(count, self.size - self.counted)
+        if self.open and count > 0:
+            self.counted += count
+            self.on_embedded(count)
+
+    def __enter__(self) -> _SliceProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.open and exc[0] is None and self.counted < self.size:
+            self.on_embedded(self.size - self.counted)
+        self.open = False
+
+
 def wanted_texts(texts: Sequence[str], wanted: Sequence[bool] | None) -> list[str]:
     """The distinct texts of the units ``wanted`` marks (all of them without it)."""
     chosen = texts if wanted is None else [t for t, w in zip(texts, wanted, strict=True) if w]
@@ -99,8 +131,8 @@ async def embed_units(
     parts = []
     for start in range(0, len(distinct), step):
         part = distinct[start : start + step]
-        parts.append(await embedder.embed(part))
-        on_embedded(len(part))
+        with _SliceProgress(len(part), on_embedded) as pieces, embedded_to(pieces.report):
+            parts.append(await embedder.embed(part))
     if not parts:
         matrix: Vectors = np.zeros((0, 0), np.float32)
     else:
