@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
 from relmerge.judge import JudgeContext, RelationJudge, RelationLike, Verdict
@@ -122,7 +122,7 @@ def judge_command(
         shown = {**verdict.model_dump(mode="json"), "preflight_requests": checked}
         click.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2))
         return
-    console = Console()
+    console = StdoutConsole()
     style = "bold green" if verdict.decision == "merge" else "bold yellow"
     console.print(f"[{style}]{verdict.decision}[/{style}]  (tier {verdict.tier})")
     if verdict.matched_relation_id:

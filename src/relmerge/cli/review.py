@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.errors import InputError
 from relmerge.review.queue import CLARIFICATIONS_FILE, ReviewQueue
 from relmerge.review.render import question_panel
@@ -72,7 +73,7 @@ def review_command(out: Path, web: bool, port: int) -> None:
     if not (out / CLARIFICATIONS_FILE).is_file():
         raise InputError(f"no {CLARIFICATIONS_FILE} in {out}: run `relmerge run` into it first")
     queue = ReviewQueue(out)
-    console = Console()
+    console = StdoutConsole()
     if web:
         from relmerge.review.web import serve
 

@@ -20,6 +20,7 @@ from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import LineProgress, RichProgress
 from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
@@ -272,7 +273,7 @@ def run_command(
         table = Table(title=title, show_header=False)
         for key, value in counts.items():
             table.add_row(key.replace("_", " "), str(value))
-        Console().print(table)
+        StdoutConsole().print(table)
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
@@ -355,7 +356,7 @@ def run_command(
             cache.close()
         close_helpers()
     if not quiet:
-        Console().print(summary_table(result, redact_url(out)))
+        StdoutConsole().print(summary_table(result, redact_url(out)))
     unavailable = result["llm_unavailable_group_count"]
     if unavailable:
         kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"
