@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from relmerge.cli import main
 from relmerge.io.load import read_input
 from tests.adapters.fixtures import entity, relationship, write_graphml, write_graphrag
+from tests.adapters.upstream import UPSTREAM, needs_upstream
 from tests.factories import record
+from tests.support.cli_process import error_line, relmerge
 
 
 def _run(source: Path, tmp_path: Path) -> tuple[int, str]:
@@ -82,3 +84,74 @@ def test_another_tools_graph_names_the_import_command(
     shown = source.parent if source.name == "graph_chunk_entity_relation.graphml" else source
     assert f"`{command} {shown} --output " in text
     assert not (tmp_path / "out").exists()
+
+
+def _jsonl(items: list[dict[str, object]]) -> bytes:
+    return b"".join(orjson.dumps(item) + b"\n" for item in items)
+
+
+@needs_upstream
+def test_a_graphrag_csv_table_names_the_import_command_that_reads_it(tmp_path: Path) -> None:
+    """A GraphRAG 3 relationships table (as GraphRAG wrote it), saved under another name:
+    the error says what it is and the command to run; that command then works."""
+    table = tmp_path / "edges.csv"
+    table.write_bytes((UPSTREAM / "graphrag" / "v3-tests-verbs" / "relationships.csv").read_bytes())
+    line = error_line(
+        relmerge("run", table, "-o", tmp_path / "out", "--no-semantic", "-q"),
+        f"{table} is a CSV table with the columns of a GraphRAG relationships table",
+        "source, target, description",
+    )
+    assert "malformed JSON" not in line
+    assert not (tmp_path / "out").exists()
+    command = line.split("`")[1].split()
+    assert command[:3] == ["relmerge", "import", "graphrag"]
+    done = relmerge(*command[1:])
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "edges-relmerge" / "relations.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "kind"),
+    [
+        ("relations.tsv", "relation_id\tname\tdescription\nr1\tknows\tA knows B.\n", "TSV"),
+        ("relations.csv", "\ufeffrelation_id;name\nr1;knows\n", "CSV"),
+        # No telling name: a header row and a row of as many cells are enough.
+        ("relations.txt", 'relation_id,name,description\nr1,knows,"A, B."\n', "CSV"),
+    ],
+)
+def test_a_table_says_it_is_one_and_what_relmerge_reads(
+    tmp_path: Path, name: str, content: str, kind: str
+) -> None:
+    table = tmp_path / name
+    table.write_text(content, encoding="utf-8")
+    line = error_line(
+        relmerge("run", table, "-o", tmp_path / "out", "--no-semantic", "-q"),
+        f"{table} looks like a {kind} table (header: relation_id, name",
+        "relmerge reads JSONL, one JSON object per line with the 12 fields of ExtractedRelation",
+        "relation_id, chunk_id, document_id, source_entity_id, target_entity_id, "
+        "source_entity_name, target_entity_name, type, name, description, attributes, "
+        "source_chunk_ids",
+    )
+    assert ("relmerge import graphrag" in line) == (kind == "CSV")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "lines", "rejected"),
+    [
+        # JSON lines in a file named .csv are JSON lines.
+        ("relations.csv", [], 0),
+        # A stray first line with commas is one rejected line, not a table.
+        ("relations.jsonl", [b"exported by tool, version 2"], 1),
+    ],
+)
+def test_json_lines_are_never_taken_for_a_table(
+    tmp_path: Path, name: str, lines: list[bytes], rejected: int
+) -> None:
+    source = tmp_path / name
+    records = [record("r1"), record("r2", description="Another fact, with a comma.")]
+    source.write_bytes(b"".join(line + b"\n" for line in lines) + _jsonl(records))
+    done = relmerge("run", source, "-o", tmp_path / "out", "--no-semantic", "-q")
+    assert done.returncode == 0, done.stderr
+    result = orjson.loads((tmp_path / "out" / "deduplicate_relations_result.json").read_bytes())
+    assert result["input_relation_count"] == 2 and result["rejected_count"] == rejected
