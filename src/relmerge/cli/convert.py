@@ -62,7 +62,9 @@ def import_command(fmt: str, source: Path, output: Path) -> None:
     <SEP>-joined description of each edge. Prints the commands that deduplicate and export.
     """
     from relmerge.adapters.common import ENTITIES_FILE, RELATIONS_FILE, write_import
+    from relmerge.io.foreign import check_import_format
 
+    check_import_format(fmt, source, output)
     imported = _do_import(fmt, source)
     summary = write_import(imported, source, output)
     units = summary.get("relationships", summary.get("edges"))

@@ -139,3 +139,38 @@ def check_not_foreign(path: Path) -> None:
         f"{path} is {what}, not relation records: convert it first with "
         f"`relmerge import {fmt} {shlex.quote(str(source))} --output {shlex.quote(str(work))}`"
     )
+
+
+_READS = {
+    "graphrag": "a GraphRAG output folder or relationships table",
+    "lightrag": "a LightRAG working folder or GraphML graph",
+}
+
+
+def check_import_format(fmt: str, source: Path, output: Path) -> None:
+    """An :class:`InputError` naming the other ``relmerge import`` format when ``source``
+    is that tool's graph and not ``fmt``'s (a LightRAG folder given to ``import graphrag``
+    would only get "no relationships.parquet")."""
+    kind = _kind(source)
+    target = source.parent if source.name == _LIGHTRAG_GRAPH else source
+    if kind is None and fmt == "lightrag" and source.suffix.lower() in _TABLE_SUFFIXES:
+        kind = "a table", "graphrag"
+        if source.is_file() and _kind(source.parent) is not None:
+            kind, target = ("a table of a GraphRAG output folder", "graphrag"), source.parent
+    if kind is None or kind[1] == fmt or (source.is_dir() and _has_both(source)):
+        return
+    what, other = kind
+    raise InputError(
+        f"{source} is {what}, not {_READS[fmt]}: run "
+        f"`relmerge import {other} {shlex.quote(str(target))} --output {shlex.quote(str(output))}`"
+    )
+
+
+def _has_both(folder: Path) -> bool:
+    """A folder holding a LightRAG graph and a GraphRAG relationships table: either
+    format may be meant."""
+    return (folder / _LIGHTRAG_GRAPH).is_file() and any(
+        (folder / f"{stem}{suffix}").is_file()
+        for stem in _GRAPHRAG_TABLES
+        for suffix in _TABLE_SUFFIXES
+    )
