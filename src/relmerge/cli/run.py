@@ -19,6 +19,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.notices import rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import LineProgress, RichProgress
@@ -26,6 +27,7 @@ from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
+from relmerge.io.records import Rejected
 from relmerge.io.write import write_manifest
 from relmerge.pipeline import plan, run_pipeline
 from relmerge.providers import get_embedder, get_llm, preflight
@@ -293,7 +295,7 @@ def run_command(
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
 
-    async def go() -> dict[str, Any]:
+    async def go() -> tuple[dict[str, Any], list[Rejected]]:
         # The endpoints first: a dead or wrong one stops the run before anything is read.
         checked = 0
         if not no_preflight:
@@ -343,10 +345,10 @@ def run_command(
         )
         # The result file goes last: until it exists, OUT is an incomplete run to resume.
         await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
-        return output.result
+        return output.result, output.rejected
 
     try:
-        result = run_interruptible(go())
+        result, rejected = run_interruptible(go())
     except Interrupted as error:
         if cache is not None:
             cache.close()
@@ -357,6 +359,13 @@ def run_command(
         close_helpers()
     if not quiet:
         StdoutConsole().print(summary_table(result, redact_url(out)))
+    where = (
+        f"set aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+        if config.rejected_key
+        else "not written (rejected_key is off)"
+    )
+    for line in rejected_warning(rejected, where):
+        click.echo(line, err=True)
     unavailable = result["llm_unavailable_group_count"]
     if unavailable:
         kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"

@@ -104,7 +104,16 @@ def _jsonl_records(
     for number, line in enumerate(handle, start=1):
         on_bytes(len(line))
         if line.strip():
-            yield _decode(f"{_printable(name)}:{number}", line.strip())
+            record = _decode(f"{_printable(name)}:{number}", line.strip())
+            if record.error and not line.endswith(b"\n"):
+                # A writer stopped mid-record (killed, disk full): say so, not only "malformed".
+                record = unreadable(
+                    record.origin,
+                    f"{record.error} (the file's last line, without a line end: "
+                    "cut off mid-write?)",
+                    record.text,
+                )
+            yield record
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
