@@ -89,6 +89,38 @@ _OPTIONS = [
 ]
 
 
+# Options that only mean something with a language model, by parameter name: given with
+# `--llm none` they would be ignored without a word.
+NEEDS_LLM = {
+    "llm_base_url": "--llm-base-url",
+    "llm_model": "--llm-model",
+    "llm_api_key_env": "--llm-api-key-env",
+    "response_format": "--response-format",
+    "llm_timeout": "--llm-timeout",
+    "llm_max_answer_tokens": "--llm-max-answer-tokens",
+    "llm_requests_per_minute": "--llm-requests-per-minute",
+    "concurrency": "--concurrency",
+    "max_llm_requests": "--max-llm-requests",
+    "max_tokens": "--max-tokens",
+    "llm_breaker_groups": "--llm-breaker-groups",
+}
+
+
+def refuse_llm_options(given: dict[str, Any]) -> None:
+    """A usage error naming every LLM option given together with ``--llm none``."""
+    names = [option for key, option in NEEDS_LLM.items() if given.get(key) is not None]
+    if not names:
+        return
+    what = (
+        f"{names[0]} needs an LLM; drop it"
+        if len(names) == 1
+        else "these options need an LLM; drop them"
+    )
+    raise click.UsageError(
+        f"--llm none and {', '.join(names)} exclude each other: {what}, or drop --llm none"
+    )
+
+
 def model_options(function: F) -> F:
     """Add the LLM, embedding, entities and config-file options to a command."""
     for option in reversed(_OPTIONS):
@@ -99,8 +131,8 @@ def model_options(function: F) -> F:
 def resolve_options(
     options: dict[str, Any], step_overrides: dict[str, Any]
 ) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
-    if options.get("llm_provider") == "none" and options.get("llm_base_url"):
-        raise click.UsageError("--llm none and --llm-base-url exclude each other: drop one")
+    if options.get("llm_provider") == "none":
+        refuse_llm_options({**options, **step_overrides})
     config_path: Path | None = options.get("config_path")
     file_config = load_toml_config(config_path) if config_path else FileConfig()
     return resolve_settings(
