@@ -19,7 +19,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.chunk import ChunkEngine
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
-from relmerge.cli.notices import rejected_warning
+from relmerge.cli.notices import huge_blocks_warning, rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import LineProgress, RichProgress
@@ -29,7 +29,8 @@ from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.records import Rejected
 from relmerge.io.write import write_manifest
-from relmerge.pipeline import plan, run_pipeline
+from relmerge.pipeline import run_pipeline
+from relmerge.plan import plan
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review.memory import AnswerMemory
@@ -270,12 +271,17 @@ def run_command(
     if dry_run:
         raws = asyncio.run(stream_input(input_path, storage_options))
         mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-        counts = plan(raws, mapping, config.records_per_chunk)
+        planned = plan(raws, mapping, config.records_per_chunk)
         title = f"relmerge run --dry-run: {redact_url(input_path)}"
         table = Table(title=title, show_header=False)
-        for key, value in counts.items():
+        for key, value in planned.counts.items():
             table.add_row(key.replace("_", " "), str(value))
         StdoutConsole().print(table)
+        where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+        lines = rejected_warning(planned.rejected, where)
+        lines += huge_blocks_warning(planned, config, settings.provider != "none")
+        for line in lines:
+            click.echo(line, err=True)
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
