@@ -2,7 +2,8 @@
 
 A rejected record is a recorded issue, not a failure (exit 0; ``--strict`` fails): but a
 row in the summary table is easy to miss, and a record cut off mid-write is data the user
-believes is in the graph. So the run says it on stderr too, even with ``--quiet``.
+believes is in the graph. So the run says it on stderr too (not with ``--quiet``: a script
+that asked for silence has ``--strict`` to fail instead).
 
 A dry run that counts billions of candidate pairs says where they are (splink's "n
 largest blocks"), what a real run would do with them, and what to do instead.

@@ -221,7 +221,7 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "are all in the cache while the endpoint is down (what still needs an answer then "
     "fails group by group, and the run exits 3).",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars, summary or warnings.")
 def run_command(
     input_path: str,
     out: str,
@@ -370,7 +370,7 @@ def run_command(
         if config.rejected_key
         else "not written (rejected_key is off)"
     )
-    for line in rejected_warning(rejected, where):
+    for line in [] if quiet else rejected_warning(rejected, where):
         click.echo(line, err=True)
     unavailable = result["llm_unavailable_group_count"]
     if unavailable:
