@@ -40,11 +40,13 @@ class Block:
 
 @dataclass
 class Plan:
-    """The counts of the dry-run table, the rejected records, the largest blocks."""
+    """The counts of the dry-run table, the rejected records, the largest blocks, and the
+    size of every block of two records or more."""
 
     counts: dict[str, int]
     rejected: list[Rejected] = field(default_factory=list)
     largest: list[Block] = field(default_factory=list)
+    block_sizes: list[int] = field(default_factory=list)
 
 
 def plan(
@@ -75,7 +77,8 @@ def plan(
         "largest_block": int(blocks.max(initial=0)),
         "candidate_pairs": sum(int(n) * (int(n) - 1) // 2 for n in blocks[blocks > 1]),
     }
-    return Plan(counts, intake.rejected, _largest_blocks(intake, largest))
+    multi = [int(n) for n in blocks[blocks > 1]]
+    return Plan(counts, intake.rejected, _largest_blocks(intake, largest), multi)
 
 
 def _sizes(hashes: Iterable[int]) -> np.ndarray[Any, np.dtype[np.int64]]:

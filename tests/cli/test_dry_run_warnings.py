@@ -65,8 +65,9 @@ def test_a_huge_block_is_named_with_what_a_run_would_do_and_what_to_do(tmp_path:
     assert lines[7] == (
         "The LLM then sees a block in requests of at most 100 records (semantic_batch_size), "
         "4 a round (semantic_batch_count), 10 rounds (max_rounds): at most 40 requests a "
-        "block, which put at most 198,000 of its pairs before it; the pairs left undecided "
-        "stay apart and are written for review (clarifications.jsonl)."
+        "block, which put at most 198,000 of its pairs before it (1 block is larger than "
+        "100 records: up to 40 requests, retries aside); the pairs left undecided stay apart "
+        "and are written for review (clarifications.jsonl)."
     )
     assert lines[8].startswith("What to do: a block this large is usually one generic")
     assert "--entity-mapping" in lines[8] and "--no-semantic" in lines[8]

@@ -94,12 +94,16 @@ def huge_blocks_warning(plan: Plan, config: DeduplicateRelationsConfig, llm: boo
     )
     if llm:
         asked = count * rounds
+        over = sum(1 for records in plan.block_sizes if records > size)
+        blocks = "1 block is" if over == 1 else f"{over:,} blocks are"
         lines.append(
             f"The LLM then sees a block in requests of at most {size} records "
             f"(semantic_batch_size), {count} a round (semantic_batch_count), {rounds} rounds "
             f"(max_rounds): at most {asked} requests a block, which put at most "
-            f"{asked * size * (size - 1) // 2:,} of its pairs before it; the pairs left "
-            "undecided stay apart and are written for review (clarifications.jsonl)."
+            f"{asked * size * (size - 1) // 2:,} of its pairs before it ({blocks} larger than "
+            f"{size} records: up to {over * asked:,} requests, retries aside); "
+            "the pairs left undecided stay apart and are written for review "
+            "(clarifications.jsonl)."
         )
     else:
         lines.append(
