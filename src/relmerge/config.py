@@ -7,8 +7,9 @@ Every value is checked at construction; all problems are reported together in on
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,18 +21,9 @@ from pydantic import (
 )
 
 from relmerge.errors import ConfigError
+from relmerge.problems import OFF_FIELDS, OFF_WORDS, Problem, describe, shown
 
 ResponseFormat = Literal["json_schema", "json_object", "none"]
-
-
-def format_validation_error(error: ValidationError, what: str) -> str:
-    """One readable line per problem: ``field: message (got value)``."""
-    lines = []
-    for problem in error.errors():
-        location = ".".join(str(part) for part in problem["loc"]) or "(root)"
-        message = problem["msg"].removeprefix("Value error, ")
-        lines.append(f"{location}: {message} (got {problem.get('input')!r})")
-    return f"invalid {what}: " + "; ".join(lines)
 
 
 # Settings of earlier versions, with what replaces them: a config that sets one is refused
@@ -46,7 +38,57 @@ REMOVED_SETTINGS = {
 }
 
 
-class DeduplicateRelationsConfig(BaseModel):
+class Settings(BaseModel):
+    """A settings model whose construction fails with one :class:`ConfigError` listing
+    every problem in plain words (see :mod:`relmerge.problems`), never pydantic's."""
+
+    settings_name: ClassVar[str] = "settings"
+
+    def __init__(self, **data: Any) -> None:
+        problems = self.removed_problems(data)
+        given = {key: value for key, value in data.items() if key not in dict(problems)}
+        try:
+            super().__init__(**given)
+        except ValidationError as error:
+            found = describe(type(self), error)
+            if all(key for key, _ in found):  # field errors: the model checks did not run
+                bad = {key.split("[")[0] for key, _ in found}
+                found += [("", text) for text in self.cross_problems(given, bad)]
+            problems += found
+        if problems:
+            lines = "; ".join(f"{key}: {text}" if key else text for key, text in problems)
+            raise ConfigError(f"invalid {self.settings_name}: {lines}", problems)
+
+    @classmethod
+    def removed_problems(cls, data: Mapping[str, Any]) -> list[Problem]:
+        """Keys of earlier versions, each with what replaces it."""
+        return []
+
+    @classmethod
+    def cross_problems(cls, data: Mapping[str, Any], bad: set[str]) -> list[str]:
+        """The checks across fields, on the values that are valid by themselves (those
+        in ``bad`` are not): run even when some field is wrong, so all are said at once."""
+        return []
+
+
+def band_problems(value: Callable[[str], float | None]) -> list[str]:
+    """The bands that contradict each other; ``value`` gives a setting, None if unknown."""
+    problems = []
+    keep, merge = value("auto_keep_fuzzy"), value("auto_merge_fuzzy")
+    if keep is not None and merge is not None and keep > merge:
+        problems.append(f"auto_keep_fuzzy ({keep:g}) must not exceed auto_merge_fuzzy ({merge:g})")
+    threshold = value("similarity_threshold")
+    for name in ("auto_keep_cosine", "auto_keep_description_cosine"):
+        band = value(name)
+        if band is not None and threshold is not None and band > threshold:
+            problems.append(
+                f"{name} ({band:g}) must not exceed similarity_threshold ({threshold:g}): "
+                "a pair that close is never kept apart without the LLM"
+            )
+    return problems
+
+
+class DeduplicateRelationsConfig(Settings):
     """Configuration of the :class:`~relmerge.step.DeduplicateRelations` step.
 
     The first eleven fields are the seed's, with its names and defaults.
@@ -56,6 +98,7 @@ class DeduplicateRelationsConfig(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_name: ClassVar[str] = "DeduplicateRelationsConfig"
 
     deduplicated_relations_prefix: str = "deduplicated_relations"
     relation_keys_artifact: str = "relation_keys"
@@ -186,21 +229,30 @@ class DeduplicateRelationsConfig(BaseModel):
     )
 
     def __init__(self, **data: Any) -> None:
-        removed = [f"{key}: {REMOVED_SETTINGS[key]}" for key in data if key in REMOVED_SETTINGS]
-        if removed:
-            raise ConfigError("invalid DeduplicateRelationsConfig: " + "; ".join(removed))
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise ConfigError(
-                format_validation_error(error, "DeduplicateRelationsConfig")
-            ) from None
+        # Keywords stay untyped for mypy, as they always were: a recipe's settings arrive
+        # as a dict, and are checked here at run time (see Settings).
+        super().__init__(**data)
 
-    @field_validator("auto_merge_cosine", "auto_merge_description_cosine", mode="before")
+    @classmethod
+    def removed_problems(cls, data: Mapping[str, Any]) -> list[Problem]:
+        return [(key, REMOVED_SETTINGS[key]) for key in data if key in REMOVED_SETTINGS]
+
+    @classmethod
+    def cross_problems(cls, data: Mapping[str, Any], bad: set[str]) -> list[str]:
+        def value(name: str) -> float | None:
+            if name in bad:
+                return None
+            given = data.get(name, cls.model_fields[name].default)
+            valid = isinstance(given, int | float) and not isinstance(given, bool)
+            return float(given) if valid else None
+
+        return band_problems(value)
+
+    @field_validator(*OFF_FIELDS, mode="before")
     @classmethod
     def _band_off(cls, value: Any) -> Any:
         """A TOML file has no null: ``"off"`` turns a band off."""
-        if isinstance(value, str) and value.strip().lower() in ("off", "none"):
+        if isinstance(value, str) and value.strip().lower() in OFF_WORDS:
             return None
         return value
 
@@ -214,15 +266,9 @@ class DeduplicateRelationsConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_bands(self) -> DeduplicateRelationsConfig:
-        if self.auto_keep_fuzzy > self.auto_merge_fuzzy:
-            raise ValueError("auto_keep_fuzzy must not exceed auto_merge_fuzzy")
-        if max(self.auto_keep_cosine, self.auto_keep_description_cosine) > (
-            self.similarity_threshold
-        ):
-            raise ValueError(
-                "auto_keep_cosine and auto_keep_description_cosine must not exceed "
-                "similarity_threshold (a pair that close is never kept apart without the LLM)"
-            )
+        problems = band_problems(lambda name: float(getattr(self, name)))
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @field_validator(
@@ -235,10 +281,11 @@ class DeduplicateRelationsConfig(BaseModel):
         return value.strip() if value is not None else None
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(Settings):
     """Which embedder the semantic stage uses (the CLI's ``--embedding*`` options)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_name: ClassVar[str] = "embedding settings"
 
     provider: Literal["use", "hash", "openai"] = "use"
     base_url: str | None = None
@@ -252,10 +299,11 @@ class EmbeddingSettings(BaseModel):
     )
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Settings):
     """How to reach the language model (the CLI's ``--llm*`` options or ``[llm]`` in TOML)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+    settings_name: ClassVar[str] = "LLM settings"
 
     provider: Literal["none", "openai"] = "none"
     base_url: str | None = None
@@ -276,26 +324,37 @@ class LLMSettings(BaseModel):
 
 
 class FileConfig(BaseModel):
-    """A ``relmerge.toml`` file: step fields at the top level, provider settings in ``[llm]``."""
+    """A ``relmerge.toml`` file: step fields at the top level, provider settings in ``[llm]``
+    and ``[embedding]``. ``path`` names the file in messages; ``problems`` holds what is
+    wrong with its layout (a section that is not a table), said with the values' own."""
 
     model_config = ConfigDict(extra="forbid")
 
     step: dict[str, Any] = Field(default_factory=dict)
     llm: dict[str, Any] = Field(default_factory=dict)
     embedding: dict[str, Any] = Field(default_factory=dict)
+    path: str | None = None
+    problems: list[Problem] = Field(default_factory=list)
+
+
+SECTIONS = ("llm", "embedding")
 
 
 def load_toml_config(path: Path) -> FileConfig:
-    """Read a TOML config file; unknown keys are reported by the config classes."""
+    """Read a TOML config file; its values are checked with the command line's
+    (``cli.options.resolve_settings``), so that every problem is said at once."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    sections = {}
-    for name in ("llm", "embedding"):
-        sections[name] = data.pop(name, {})
-        if not isinstance(sections[name], dict):
-            raise ConfigError(f"config file {path}: [{name}] must be a table")
-    return FileConfig(step=data, **sections)
+    sections: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
+    for name in SECTIONS:
+        section = data.pop(name, {})
+        if isinstance(section, dict):
+            sections[name] = section
+        else:
+            problems.append((name, f"expected a table ([{name}]), got {shown(section)}"))
+    return FileConfig(step=data, path=str(path), problems=problems, **sections)

@@ -18,13 +18,23 @@ one type, and the CLI can turn any of them into a one-line message and exit code
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class RelmergeError(Exception):
     """Base class of every error relmerge raises on purpose."""
 
 
 class ConfigError(RelmergeError):
-    """A configuration value is invalid; the message lists every problem found."""
+    """A configuration value is invalid; the message lists every problem found.
+
+    ``problems`` holds them one by one as ``(key path, what is wrong)`` (key path "" for
+    the settings as a whole), for a caller that names where each value came from.
+    """
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems)
 
 
 class InputError(RelmergeError):

@@ -170,15 +170,24 @@ class Intake:
 _PROGRESS_EVERY = 1_000
 
 
+class CountingSpool(RelationSpool):
+    """A spool that keeps no relation: for a pass that only counts (``--dry-run``)."""
+
+    def add(self, index: int, relation: ExtractedRelation) -> None:
+        pass
+
+
 def take_in(
     raws: Iterable[RawRecord],
     mapping: Mapping[str, str],
     records_per_chunk: int,
     on_read: Callable[[int], None] = lambda n: None,
+    spool: RelationSpool | None = None,
 ) -> Intake:
     """Read ``raws`` once: check, remap and park each record (see the module docstring).
-    ``on_read`` hears how many more records were read, every 1,000 and at the end."""
-    intake = Intake(RelationSpool(records_per_chunk))
+    ``on_read`` hears how many more records were read, every 1,000 and at the end;
+    ``spool`` parks them (default: a :class:`RelationSpool` of ``records_per_chunk``)."""
+    intake = Intake(spool if spool is not None else RelationSpool(records_per_chunk))
     try:
         _take_in(intake, raws, mapping, on_read)
     except BaseException:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -58,13 +57,10 @@ from relmerge.providers.cached import CachingModel, persistent_layer
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.limits import BudgetModel
 from relmerge.review.memory import AnswerMemory
-from relmerge.stages.exact import exact_key
 from relmerge.stages.remap import validate_entity_mapping
-from relmerge.stages.semantic.blocking import add_pair_counts, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.partners import report_candidates
 from relmerge.stores.base import ObjectStore
-from relmerge.units import Unit
 
 NO_EMBEDDER = (
     "semantic merge needs an embedding model (component 'models.embedding'; CLI: --embedding); "
@@ -167,38 +163,6 @@ def canonical_entities(
         if canonical not in contexts or entity.entity_id == canonical:
             contexts[canonical] = EntityContext(canonical, entity.name, entity.profile, entity.type)
     return contexts
-
-
-def plan(
-    raws: Iterable[RawRecord], entity_id_mapping: Any, records_per_chunk: int = 50_000
-) -> dict[str, Any]:
-    """Count the work before spending anything: records, exact groups, blocks, pairs.
-
-    No embedding, no LLM, nothing written (``relmerge run --dry-run``). Reads the input as
-    a run does (one pass, chunks of whole blocks), so it counts what a run would decide.
-    """
-    intake = take_in(raws, validate_entity_mapping(entity_id_mapping), records_per_chunk)
-    try:
-        if intake.record_count == 0:
-            raise InputError("the input holds no relation records")
-        sizes: list[int] = []  # records per exact group
-        blocking = block_pair_counts({})
-        for chunk in plan_chunks(intake, records_per_chunk):
-            relations = intake.spool.load(chunk.tolist())
-            units = [Unit(relation, (index,)) for index, relation in relations.items()]
-            sizes.extend(Counter(exact_key(unit.relation) for unit in units).values())
-            add_pair_counts(blocking, block_pair_counts(make_blocks(units)))
-    finally:
-        intake.spool.close()
-    return {
-        "input_record_count": intake.record_count,
-        "rejected_count": len(intake.rejected),
-        "input_relation_count": len(intake.ids),
-        "self_loops_after_mapping": len(intake.passthrough),
-        "exact_groups_with_duplicates": sum(1 for n in sizes if n > 1),
-        "records_in_exact_groups": sum(n for n in sizes if n > 1),
-        **blocking,
-    }
 
 
 def free_merged_ids(

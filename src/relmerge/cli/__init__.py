@@ -13,6 +13,7 @@ from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
+from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
 from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
@@ -29,7 +30,10 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            value = super().invoke(ctx)
+            # What is still buffered goes now, so that a reader gone by then is seen here.
+            sys.stdout.flush()
+            return value
         except RelmergeError as error:
             # One line whatever the message holds (a path or value with a line break).
             click.echo(f"error: {' '.join(str(error).splitlines())}", err=True)
@@ -37,6 +41,10 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except Exception as error:
+            # The reader of our output went away (`| head -1`); a socket's or a helper's
+            # broken pipe is a failure like any other.
+            if isinstance(error, BrokenPipeError) and stdout_gone():
+                exit_broken_pipe()
             if os.environ.get("RELMERGE_DEBUG"):
                 raise
             click.echo(

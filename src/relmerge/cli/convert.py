@@ -93,7 +93,9 @@ def import_command(fmt: str, source: Path, output: Path, overwrite: bool, quiet:
     same graph again changes nothing).
     """
     from relmerge.adapters.common import ENTITIES_FILE, RELATIONS_FILE, write_import
+    from relmerge.io.foreign import check_import_format
 
+    check_import_format(fmt, source, output)
     with _progress(quiet) as progress:
         imported = _do_import(fmt, source, progress)
         summary = write_import(imported, source, output, overwrite=overwrite, progress=progress)

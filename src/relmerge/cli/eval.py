@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 import orjson
-from rich.console import Console
 from rich.table import Table
 
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.errors import InputError
 from relmerge.eval.gold import load_gold
 from relmerge.eval.metrics import evaluate
@@ -46,4 +46,4 @@ def eval_command(out: Path, gold_path: Path, as_json: bool) -> None:
     table.add_column("value", justify="right")
     for key, value in report.items():
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    Console().print(table)
+    StdoutConsole().print(table)

@@ -7,10 +7,10 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
 
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.run import UNAVAILABLE_EXIT
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
@@ -138,7 +138,7 @@ def judge_command(
 
 
 def _show(verdict: Verdict, checked: int) -> None:
-    console = Console()
+    console = StdoutConsole()
     style = "bold green" if verdict.decision == "merge" else "bold yellow"
     console.print(f"[{style}]{verdict.decision}[/{style}]  (tier {verdict.tier})")
     if verdict.matched_relation_id:

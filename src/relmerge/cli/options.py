@@ -8,20 +8,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
-from pydantic import ValidationError
 
 from relmerge.config import (
+    REMOVED_SETTINGS,
+    SECTIONS,
     DeduplicateRelationsConfig,
     EmbeddingSettings,
     FileConfig,
     LLMSettings,
-    format_validation_error,
+    Settings,
     load_toml_config,
 )
 from relmerge.errors import ConfigError
+from relmerge.problems import toml_type_problems, unknown_key
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -89,6 +91,38 @@ _OPTIONS = [
 ]
 
 
+# Options that only mean something with a language model, by parameter name: given with
+# `--llm none` they would be ignored without a word.
+NEEDS_LLM = {
+    "llm_base_url": "--llm-base-url",
+    "llm_model": "--llm-model",
+    "llm_api_key_env": "--llm-api-key-env",
+    "response_format": "--response-format",
+    "llm_timeout": "--llm-timeout",
+    "llm_max_answer_tokens": "--llm-max-answer-tokens",
+    "llm_requests_per_minute": "--llm-requests-per-minute",
+    "concurrency": "--concurrency",
+    "max_llm_requests": "--max-llm-requests",
+    "max_tokens": "--max-tokens",
+    "llm_breaker_groups": "--llm-breaker-groups",
+}
+
+
+def refuse_llm_options(given: dict[str, Any]) -> None:
+    """A usage error naming every LLM option given together with ``--llm none``."""
+    names = [option for key, option in NEEDS_LLM.items() if given.get(key) is not None]
+    if not names:
+        return
+    what = (
+        f"{names[0]} needs an LLM; drop it"
+        if len(names) == 1
+        else "these options need an LLM; drop them"
+    )
+    raise click.UsageError(
+        f"--llm none and {', '.join(names)} exclude each other: {what}, or drop --llm none"
+    )
+
+
 def model_options(function: F) -> F:
     """Add the LLM, embedding, entities and config-file options to a command."""
     for option in reversed(_OPTIONS):
@@ -99,8 +133,8 @@ def model_options(function: F) -> F:
 def resolve_options(
     options: dict[str, Any], step_overrides: dict[str, Any]
 ) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
-    if options.get("llm_provider") == "none" and options.get("llm_base_url"):
-        raise click.UsageError("--llm none and --llm-base-url exclude each other: drop one")
+    if options.get("llm_provider") == "none":
+        refuse_llm_options({**options, **step_overrides})
     config_path: Path | None = options.get("config_path")
     file_config = load_toml_config(config_path) if config_path else FileConfig()
     return resolve_settings(
@@ -125,26 +159,121 @@ def resolve_options(
     )
 
 
+# The options that set a field, by section and field: a problem with a value given on the
+# command line names the option, one with a value from the file names the file and key.
+OPTION_NAMES: dict[str, dict[str, str]] = {
+    "": {
+        "semantic_merge": "--semantic/--no-semantic",
+        "concurrency": "--concurrency",
+        "max_llm_requests": "--max-llm-requests",
+        "max_tokens": "--max-tokens",
+        "strict": "--strict",
+        "llm_breaker_groups": "--llm-breaker-groups",
+        "max_answer_tokens": "--llm-max-answer-tokens",
+    },
+    "llm": {
+        "provider": "--llm",
+        "base_url": "--llm-base-url",
+        "model": "--llm-model",
+        "api_key_env": "--llm-api-key-env",
+        "response_format": "--response-format",
+        "timeout": "--llm-timeout",
+        "requests_per_minute": "--llm-requests-per-minute",
+        "startup_wait": "--startup-wait",
+    },
+    "embedding": {
+        "provider": "--embedding",
+        "base_url": "--embedding-base-url",
+        "model": "--embedding-model",
+        "startup_wait": "--startup-wait",
+    },
+}
+_MODELS: dict[str, type[Settings]] = {
+    "": DeduplicateRelationsConfig,
+    "llm": LLMSettings,
+    "embedding": EmbeddingSettings,
+}
+
+
+def _field(key: str) -> str:
+    """The field a key path is about (``symmetric_relations[1]``: symmetric_relations)."""
+    return key.split("[")[0]
+
+
+def _path(section: str, key: str) -> str:
+    return f"{section}.{key}" if section else key
+
+
+def _known_keys(section: str) -> dict[str, str]:
+    """Each key a section's key may have been meant as: its own fields, the sections (at
+    the top level), and the other sections' fields (written in the wrong place)."""
+    elsewhere: dict[str, list[str]] = {}
+    for other, model in _MODELS.items():
+        if other != section:
+            for field in model.model_fields:
+                elsewhere.setdefault(field, []).append(_path(other, field))
+    known = {field: " or ".join(paths) for field, paths in elsewhere.items()}
+    if not section:
+        known.update({name: f"[{name}]" for name in SECTIONS})
+    known.update({field: _path(section, field) for field in _MODELS[section].model_fields})
+    return known
+
+
+def _unknown(section: str, values: dict[str, Any]) -> dict[str, str]:
+    """Key -> problem for each key of a file section that no setting has."""
+    fields = _MODELS[section].model_fields
+    listed = list(fields) if section else []  # a section's few keys; not the top level's 40
+    return {
+        key: unknown_key(key, _known_keys(section), listed)
+        for key in values
+        if key not in fields and not (not section and key in REMOVED_SETTINGS)
+    }
+
+
 def resolve_settings(
     file_config: FileConfig,
     step_overrides: dict[str, Any],
     llm_overrides: dict[str, Any],
     embedding_overrides: dict[str, Any] | None = None,
 ) -> tuple[DeduplicateRelationsConfig, LLMSettings, EmbeddingSettings]:
-    """Config file first, command-line flags over it; one typed config comes out."""
-    step = {**file_config.step, **{k: v for k, v in step_overrides.items() if v is not None}}
-    llm = {**file_config.llm, **{k: v for k, v in llm_overrides.items() if v is not None}}
-    llm.setdefault("provider", "openai" if llm.get("base_url") else "none")
-    try:
-        settings = LLMSettings(**llm)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, "LLM settings")) from None
-    embedding = {
-        **file_config.embedding,
-        **{k: v for k, v in (embedding_overrides or {}).items() if v is not None},
-    }
-    try:
-        embedding_settings = EmbeddingSettings(**embedding)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, "embedding settings")) from None
-    return DeduplicateRelationsConfig(**step), settings, embedding_settings
+    """Config file first, command-line flags over it; one typed config comes out.
+
+    Every problem of every section is collected before one :class:`ConfigError` says them
+    all: the file's (strictly typed, named by file and key path, misspelt keys with the
+    closest known one) first, then the flags' (named by option).
+    """
+    overrides = {"": step_overrides, "llm": llm_overrides, "embedding": embedding_overrides or {}}
+    in_file = [f"{key}: {text}" for key, text in file_config.problems]
+    in_flags: list[str] = []
+    built: dict[str, Settings] = {}
+    for section, model in _MODELS.items():
+        flags = {k: v for k, v in overrides[section].items() if v is not None}
+        values = getattr(file_config, section or "step")
+        from_file = {k: v for k, v in values.items() if k not in flags}
+        order = {key: index for index, key in enumerate(from_file)}  # said in the file's order
+        wrong = {**_unknown(section, from_file), **toml_type_problems(model, from_file)}
+        found = [(order[_field(k)], f"{_path(section, k)}: {t}") for k, t in wrong.items()]
+        unread = {_field(key) for key in wrong}
+        data = {**{k: v for k, v in from_file.items() if k not in unread}, **flags}
+        if section == "llm":
+            data.setdefault("provider", "openai" if data.get("base_url") else "none")
+        try:
+            built[section] = model(**data)
+        except ConfigError as error:
+            for key, text in error.problems:
+                if _field(key) in flags:
+                    in_flags.append(f"{OPTION_NAMES[section].get(_field(key), key)}: {text}")
+                else:  # a key of the file, or a problem across fields (key "")
+                    shown = f"{_path(section, key)}: {text}" if key else text
+                    found.append((order.get(_field(key), len(order)), shown))
+        in_file += [text for _, text in sorted(found, key=lambda item: item[0])]
+    problems = in_flags
+    if in_file:
+        problems = [f"{file_config.path or 'settings'}: {'; '.join(in_file)}", *in_flags]
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return (
+        cast(DeduplicateRelationsConfig, built[""]),
+        cast(LLMSettings, built["llm"]),
+        cast(EmbeddingSettings, built["embedding"]),
+    )

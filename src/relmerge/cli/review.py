@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from relmerge.cli.apply_step import apply, explain_nothing_left, finish, plural, runnable
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.errors import InputError
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import ANSWERS_FILE, CLARIFICATIONS_FILE, MEMORY_FILE, ReviewQueue
@@ -138,7 +138,7 @@ def _forget(
 
 def _session(out: Path, queue: ReviewQueue, web: bool, port: int, revise: bool) -> int:
     """The review itself, in a browser or the terminal; the answers it forgot."""
-    console = Console()
+    console = StdoutConsole()
     started, before = time.time(), set(queue.answers)
     if web:
         from relmerge.review.web import serve

@@ -21,14 +21,18 @@ from relmerge.chunk import ChunkEngine
 from relmerge.cli.convert import program
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.left import left_to_do
+from relmerge.cli.notices import huge_blocks_warning, rejected_warning
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import progress_view
 from relmerge.cli.render import summary_table
 from relmerge.decide import rules_fingerprint
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
+from relmerge.io.records import Rejected
 from relmerge.io.write import write_manifest
-from relmerge.pipeline import plan, run_pipeline
+from relmerge.pipeline import run_pipeline
+from relmerge.plan import plan
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
@@ -221,7 +225,7 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "are all in the cache while the endpoint is down (what still needs an answer then "
     "fails group by group, and the run exits 3).",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars or summary.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars, summary or warnings.")
 def run_command(
     input_path: str,
     out: str,
@@ -271,12 +275,17 @@ def run_command(
     if dry_run:
         raws = asyncio.run(stream_input(input_path, storage_options))
         mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-        counts = plan(raws, mapping, config.records_per_chunk)
+        planned = plan(raws, mapping, config.records_per_chunk)
         title = f"relmerge run --dry-run: {redact_url(input_path)}"
         table = Table(title=title, show_header=False)
-        for key, value in counts.items():
+        for key, value in planned.counts.items():
             table.add_row(key.replace("_", " "), str(value))
-        Console().print(table)
+        StdoutConsole().print(table)
+        where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+        lines = rejected_warning(planned.rejected, where)
+        lines += huge_blocks_warning(planned, config, settings.provider != "none")
+        for line in lines:
+            click.echo(line, err=True)
         return
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
@@ -298,7 +307,7 @@ def run_command(
     typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
     command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
 
-    async def go() -> dict[str, Any]:
+    async def go() -> tuple[dict[str, Any], list[Rejected]]:
         # The endpoints first: a dead or wrong one stops the run before anything is read.
         checked = 0
         if not no_preflight:
@@ -347,10 +356,10 @@ def run_command(
         )
         # The result file goes last: until it exists, OUT is an incomplete run to resume.
         await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
-        return output.result
+        return output.result, output.rejected
 
     try:
-        result = run_interruptible(go())
+        result, rejected = run_interruptible(go())
     except Interrupted as error:
         if cache is not None:
             cache.close()
@@ -360,7 +369,15 @@ def run_command(
             cache.close()
         close_helpers()
     if not quiet:
-        Console().print(summary_table(result, redact_url(out)))
+        StdoutConsole().print(summary_table(result, redact_url(out)))
+    where = (
+        f"set aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+        if config.rejected_key
+        else "not written (rejected_key is off)"
+    )
+    for line in [] if quiet else rejected_warning(rejected, where):
+        click.echo(line, err=True)
+    if not quiet:
         argv = click.get_current_context().meta.get(rerun.ARGV_META)
         shown = redact_url(out)
         for line in left_to_do(result, shown, program(), argv, reviewable=out_dir is not None):

@@ -29,6 +29,7 @@ from relmerge.stores.local import LocalStore
 RELATION_KEYS_FILE = "relation_keys.json"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_PEEK_BYTES = 65536  # enough to tell a JSON array from JSON lines by its first line
 
 
 def _decode(origin: str, data: bytes) -> RawRecord:
@@ -53,45 +54,79 @@ def read_jsonl(path: Path, on_bytes: Callable[[int], None] = lambda n: None) -> 
     """One record per non-blank line; a bad line is a rejected record, not a failure.
 
     A file that is one JSON array (``[{…}, {…}]``, pretty-printed or not) gives one
-    record per item instead. ``on_bytes`` hears how many more bytes were read.
+    record per item instead, read item by item: a 200 MB array on one line never sits in
+    memory whole. ``on_bytes`` hears how many more bytes were read.
     """
     try:
         handle = path.open("rb")
     except OSError as error:
         raise InputError(f"cannot read {path}: {error.strerror}") from None
     with handle:
-        array = _json_array(handle, path)
-        if array is not None:
-            name = _printable(path.name)
-            on_bytes(path.stat().st_size)
-            yield from (
-                RawRecord(origin=f"{name}:item {number}", data=item)
-                for number, item in enumerate(array, start=1)
-            )
+        if _is_json_array(handle):
+            yield from _array_items(handle, path, on_bytes)
             return
         yield from _jsonl_records(handle, str(path), path.name, on_bytes)
 
 
-def _json_array(handle: BinaryIO, path: Path) -> list[Any] | None:
-    """The items of a file that is a single JSON array, else None (the handle is back at
-    its start). A file that opens an array on a line of its own but is not valid JSON is
-    an error: read as JSONL, every line of it would be rejected."""
-    head = handle.read(4096).removeprefix(_UTF8_BOM).lstrip()
+def _is_json_array(handle: BinaryIO) -> bool:
+    """Whether the file is one JSON array rather than JSON lines (the handle is left at
+    its start). A file opening with ``[`` is an array, unless its first line is a whole
+    JSON value with more lines after it: JSONL whose lines are arrays, each then rejected
+    with its reason."""
+    head = handle.read(_PEEK_BYTES).removeprefix(_UTF8_BOM).lstrip()
     handle.seek(0)
     if not head.startswith(b"["):
-        return None
-    data = handle.read().removeprefix(_UTF8_BOM)
-    handle.seek(0)
+        return False
+    first, newline, rest = head.partition(b"\n")
+    if not newline or not rest.strip():
+        return True
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as error:
-        if data.lstrip().split(b"\n", 1)[0].strip() == b"[":
-            raise InputError(
-                f"{path} opens a JSON array but is not valid JSON ({error}); "
-                "give a JSON array of relation objects or JSONL (one object per line)"
-            ) from None
-        return None  # JSONL whose lines are arrays: each line is rejected with its reason
-    return value if isinstance(value, list) else None
+        orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return True  # an array written over several lines
+    return False
+
+
+class _CountedReads:
+    """A binary file that tells ``on_bytes`` how much each read brought (progress)."""
+
+    def __init__(self, handle: BinaryIO, on_bytes: Callable[[int], None]) -> None:
+        self._handle = handle
+        self._on_bytes = on_bytes
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self._on_bytes(len(data))
+        return data
+
+
+def _array_items(
+    handle: BinaryIO, path: Path, on_bytes: Callable[[int], None]
+) -> Iterator[RawRecord]:
+    """The items of a JSON array file, parsed one at a time (ijson, its C parser where
+    installed): memory holds one item, not the file. An array that is not valid JSON
+    (cut off, a stray comma) is an error naming the item it broke after: read as JSONL,
+    every line of it would be rejected."""
+    import ijson
+
+    if handle.read(len(_UTF8_BOM)) != _UTF8_BOM:
+        handle.seek(0)
+    name = _printable(path.name)
+    count = 0
+    try:
+        items = ijson.items(_CountedReads(handle, on_bytes), "item", use_float=True)
+        for count, item in enumerate(items, start=1):
+            yield RawRecord(origin=f"{name}:item {count}", data=item)
+    except ijson.JSONError as error:
+        reason = error.args[0] if error.args else error
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
+        where = f"after item {count}" if count else "before its first item"
+        raise InputError(
+            f"{path} opens a JSON array but is not valid JSON {where} "
+            f"({str(reason).strip().splitlines()[0]}); "
+            "give a JSON array of relation objects or JSONL (one object per line)"
+        ) from None
 
 
 def _jsonl_records(
@@ -104,7 +139,16 @@ def _jsonl_records(
     for number, line in enumerate(handle, start=1):
         on_bytes(len(line))
         if line.strip():
-            yield _decode(f"{_printable(name)}:{number}", line.strip())
+            record = _decode(f"{_printable(name)}:{number}", line.strip())
+            if record.error and not line.endswith(b"\n"):
+                # A writer stopped mid-record (killed, disk full): say so, not only "malformed".
+                record = unreadable(
+                    record.origin,
+                    f"{record.error} (the file's last line, without a line end: "
+                    "cut off mid-write?)",
+                    record.text,
+                )
+            yield record
 
 
 async def read_store_keys(store: ObjectStore, keys: Sequence[Any]) -> list[RawRecord]:
