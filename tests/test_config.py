@@ -92,7 +92,7 @@ def test_a_toml_file_turns_a_band_off_with_off(tmp_path: Path) -> None:
     assert config.auto_merge_cosine is None
 
 
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample" / "relations.jsonl"
+SAMPLE = sample_dir() / "relations.jsonl"
 
 
 def _run_with(tmp_path: Path, toml: str, *flags: str) -> str:

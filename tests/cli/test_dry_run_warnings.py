@@ -9,10 +9,11 @@ from typing import Any
 
 import orjson
 
+from relmerge.data import sample_dir
 from tests.factories import record
-from tests.support.cli_process import ROOT, relmerge
+from tests.support.cli_process import relmerge
 
-SAMPLE = ROOT / "examples" / "sample" / "relations.jsonl"
+SAMPLE = sample_dir() / "relations.jsonl"
 GENERIC = 800  # records between two generic nodes: 319,600 pairs
 
 

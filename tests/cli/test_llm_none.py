@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from relmerge.cli.options import NEEDS_LLM
-from tests.support.cli_process import ROOT, relmerge
+from relmerge.data import sample_dir
+from tests.support.cli_process import relmerge
 
-SAMPLE = ROOT / "examples" / "sample" / "relations.jsonl"
+SAMPLE = sample_dir() / "relations.jsonl"
 VALUES = {
     "--llm-base-url": "http://127.0.0.1:9/v1",
     "--llm-model": "x",
