@@ -31,16 +31,23 @@ _PROBE = (
 )
 
 
+_GIVEN: set[int] = set()  # ports handed out in this process: never given twice
+
+
 def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A port free now and not handed out before by this process (the kernel may give a
+    port just released again, and two of one node's components on one port stop it)."""
+    while True:
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+            sock.bind((HOST, 0))
+            port: int = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def _ports() -> list[str]:
-    """Every port a node would otherwise take a fixed default for."""
-    workers = free_port()
+    """Every port a node would otherwise take a fixed default for, all different."""
     return [
         "--node-manager-port",
         str(free_port()),
@@ -55,7 +62,7 @@ def _ports() -> list[str]:
         "--metrics-export-port",
         str(free_port()),
         "--worker-port-list",
-        ",".join(str(p) for p in {workers, *(free_port() for _ in range(11))}),
+        ",".join(str(free_port()) for _ in range(12)),
     ]
 
 
