@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from relmerge.errors import (
+    InputError,
     RelationIdTakenError,
     StoreError,
     StoreSchemaError,
@@ -335,3 +336,9 @@ async def test_vectors_are_cached_by_embedder_and_text(store: RelationStore) -> 
     await store.put_vectors("use", {"a": b"ignored: the first vector stays"})
     assert await store.vectors("use", ["a", "b", "c"]) == {"a": one, "b": one * 2}
     assert await store.vectors("hash", ["a"]) == {}
+
+
+async def test_an_empty_load_stores_no_batch(store: RelationStore) -> None:
+    with pytest.raises(InputError, match="nothing to load"):
+        await store.load([])
+    assert (await store.info()).batches == 0

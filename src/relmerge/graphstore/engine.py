@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from relmerge import __version__
-from relmerge.errors import RelmergeError, StoreError, StoreSchemaError
+from relmerge.errors import InputError, RelmergeError, StoreError, StoreSchemaError
 from relmerge.graphstore import reads, undo
 from relmerge.graphstore.base import (
     ApplyResult,
@@ -407,6 +407,8 @@ class SqlRelationStore:
                     if progress is not None:
                         progress(len(part))
                 await self._run(write.entities, list(entities))
+                if not (write.counts["inserted"] or write.counts["unchanged"] or entities):
+                    raise InputError("nothing to load: no relation and no entity was given")
                 fingerprint = write.digest.hexdigest()
                 final_id = batch_id or f"load-{fingerprint[:16]}"
                 earlier = await self._run(write.already, final_id)

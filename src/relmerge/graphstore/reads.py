@@ -55,17 +55,20 @@ def pair_states(db: Db, pairs: Sequence[Pair]) -> dict[Pair, PairState]:
     versions = pair_versions(db, wanted)
     found: dict[Pair, list[ExtractedRelation]] = {pair: [] for pair in wanted}
     for part in chunks(wanted):
-        rows = db.query(
-            "WITH wanted (lo, hi) AS (VALUES "
-            + _pairs_values(len(part))
-            + f") SELECT {_prefixed('r', RELATION_COLUMNS)} FROM wanted "
-            "JOIN relmerge_relations r ON r.pair_lo = wanted.lo AND r.pair_hi = wanted.hi "
-            "ORDER BY r.row_seq",
-            [value for pair in part for value in pair],
-        )
+        rows = db.query(pair_relations_sql(len(part)), [value for pair in part for value in pair])
         for row in rows:
             found[(row[1], row[2])].append(row_relation(row))
     return {pair: PairState(pair, versions.get(pair, 0), tuple(found[pair])) for pair in wanted}
+
+
+def pair_relations_sql(count: int) -> str:
+    """The relations of ``count`` pairs in one statement: a join on the pair index."""
+    return (
+        f"WITH wanted (lo, hi) AS (VALUES {_pairs_values(count)}) "
+        f"SELECT {_prefixed('r', RELATION_COLUMNS)} FROM wanted "
+        "JOIN relmerge_relations r ON r.pair_lo = wanted.lo AND r.pair_hi = wanted.hi "
+        "ORDER BY r.row_seq"
+    )
 
 
 def _prefixed(alias: str, columns: str) -> str:
