@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
@@ -26,9 +25,8 @@ from contextlib import suppress
 from types import TracebackType
 from typing import Any, TypeVar
 
-from relmerge import __version__
-from relmerge.errors import InputError, RelmergeError, StoreError, StoreSchemaError
-from relmerge.graphstore import reads, undo
+from relmerge.errors import InputError, RelmergeError, StoreError
+from relmerge.graphstore import meta, reads, undo
 from relmerge.graphstore.base import (
     ApplyResult,
     Batch,
@@ -42,44 +40,15 @@ from relmerge.graphstore.base import (
     pair_of,
     relation_pair,
 )
-from relmerge.graphstore.db import Db, Dialect, chunks, marks
-from relmerge.graphstore.schema import META_TABLE, SCHEMA_VERSION, create_statements
-from relmerge.graphstore.writes import BatchWrite, missing_targets, now
+from relmerge.graphstore.db import Db, Dialect, chunks
+from relmerge.graphstore.schema import SCHEMA_VERSION
+from relmerge.graphstore.writes import BatchWrite, missing_targets
 from relmerge.model import ExtractedRelation
 from relmerge.prompts.context import EntityContext
 
 T = TypeVar("T")
 WRITE_CHUNK = 1000  # relations per call of a batch's transaction (and per progress tick)
 DUMP_PAGE = 1000
-
-
-def vector_digest(text: str) -> bytes:
-    """The key of a text in the embedding cache (16 bytes of sha256 keep the index small)."""
-    return hashlib.sha256(text.encode()).digest()[:16]
-
-
-def schema_problem(url: str, found: Any) -> str | None:
-    """Why a store whose meta says ``found`` cannot be used, or None."""
-    if found == str(SCHEMA_VERSION):
-        return None
-    try:
-        version = int(found)
-    except (TypeError, ValueError):
-        return (
-            f"the store at {url} has an unknown schema version {found!r}: "
-            "it was not made by relmerge, or was damaged"
-        )
-    if version > SCHEMA_VERSION:
-        return (
-            f"the store at {url} has schema version {version}, newer than the version "
-            f"{SCHEMA_VERSION} of relmerge {__version__}: upgrade relmerge "
-            "(pip install -U relmerge)"
-        )
-    return (
-        f"the store at {url} has schema version {version}, older than the version "
-        f"{SCHEMA_VERSION} of relmerge {__version__}: dump it with the relmerge that made it "
-        "(`relmerge store dump`) and load the dump into a new store"
-    )
 
 
 async def _chunked(
@@ -160,18 +129,7 @@ class SqlRelationStore:
         return self._db
 
     def _check_schema(self, db: Db) -> None:
-        with db.reading():
-            if not self._dialect.has_table(db, META_TABLE):
-                others = self._dialect.table_count(db)
-                where = f" (its database holds {others} other tables)" if others else ""
-                raise StoreSchemaError(
-                    f"no relmerge store at {self.url}{where}: create one with "
-                    f"`relmerge store init {self.url}`"
-                )
-            found = db.scalar("SELECT value FROM relmerge_meta WHERE key = 'schema_version'")
-        problem = schema_problem(self.url, found)
-        if problem is not None:
-            raise StoreSchemaError(problem)
+        meta.check_schema(db, self.url)
         self._checked = True
 
     def _close_connection(self) -> None:
@@ -191,33 +149,9 @@ class SqlRelationStore:
     # -- schema -----------------------------------------------------------------------
 
     def _init(self) -> bool:
-        db = self._connect(create=True)
-        self._dialect.begin_write(db, [lock_key("init")], True)
-        try:
-            if self._dialect.has_table(db, META_TABLE):
-                found = db.scalar("SELECT value FROM relmerge_meta WHERE key = 'schema_version'")
-                problem = schema_problem(self.url, found)
-                if problem is not None:
-                    raise StoreSchemaError(problem)
-                db.rollback()
-                self._checked = True
-                return False
-            for statement in create_statements(self._dialect.types):
-                db.execute(statement)
-            db.executemany(
-                "INSERT INTO relmerge_meta (key, value) VALUES (?, ?)",
-                [
-                    ("schema_version", str(SCHEMA_VERSION)),
-                    ("created_at", now()),
-                    ("created_by", f"relmerge {__version__}"),
-                ],
-            )
-            db.commit()
-        except BaseException:
-            db.rollback()
-            raise
+        created = meta.create_schema(self._connect(create=True), self.url)
         self._checked = True
-        return True
+        return created
 
     async def init(self) -> bool:
         async with self._lock:
@@ -301,12 +235,14 @@ class SqlRelationStore:
                 await self._abort(db)
 
     async def vectors(self, embedder: str, texts: Sequence[str]) -> dict[str, bytes]:
-        digests = {text: vector_digest(text) for text in texts}
+        digests = {text: reads.vector_digest(text) for text in texts}
         found = await self._read(reads.vectors, embedder, list(digests.values()))
         return {text: found[digest] for text, digest in digests.items() if digest in found}
 
     async def put_vectors(self, embedder: str, vectors: Mapping[str, bytes]) -> None:
-        rows = [(embedder, vector_digest(text), bytes(vector)) for text, vector in vectors.items()]
+        rows = [
+            (embedder, reads.vector_digest(text), bytes(vector)) for text, vector in vectors.items()
+        ]
 
         def put(db: Db) -> None:
             self._dialect.begin_write(db, [], False)
@@ -337,7 +273,7 @@ class SqlRelationStore:
             db = await self._open()
             # The pairs that mapped-to relations live in (a relation never changes pair,
             # so reading them before the locks is safe): they are locked with the rest.
-            target_pairs = await self._run(_pairs_of_relations, db, others)
+            target_pairs = await self._run(reads.pairs_of_relations, db, others)
             keys = {lock_key("batch", batch.batch_id)}
             keys |= {lock_key("pair", *pair) for pair in versions}
             keys |= {lock_key("pair", *relation_pair(r)) for r in (*batch.inserts, *batch.updates)}
@@ -461,16 +397,3 @@ class SqlRelationStore:
 def _check_batch(batch: Batch) -> None:
     if not isinstance(batch.batch_id, str) or not batch.batch_id.strip():
         raise StoreError("a batch id must be a non-empty string")
-
-
-def _pairs_of_relations(db: Db, relation_ids: Sequence[str]) -> dict[str, Pair]:
-    found: dict[str, Pair] = {}
-    with db.reading():
-        for part in chunks(list(relation_ids)):
-            rows = db.query(
-                "SELECT relation_id, pair_lo, pair_hi FROM relmerge_relations "
-                f"WHERE relation_id IN ({marks(len(part))})",
-                part,
-            )
-            found.update({relation_id: (lo, hi) for relation_id, lo, hi in rows})
-    return found

@@ -6,6 +6,7 @@ lookups: one statement per :data:`~relmerge.graphstore.db.CHUNK` keys, never one
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -200,4 +201,24 @@ def vectors(db: Db, embedder: str, digests: Sequence[bytes]) -> dict[bytes, byte
             [embedder, *part],
         )
         found.update({bytes(digest): bytes(vector) for digest, vector in rows})
+    return found
+
+
+def vector_digest(text: str) -> bytes:
+    """The key of a text in the embedding cache (16 bytes of sha256 keep the index small)."""
+    return hashlib.sha256(text.encode()).digest()[:16]
+
+
+def pairs_of_relations(db: Db, relation_ids: Sequence[str]) -> dict[str, Pair]:
+    """The pair of each stored relation among ``relation_ids`` (a relation never changes
+    pair, so what is read here holds after any lock is taken)."""
+    found: dict[str, Pair] = {}
+    with db.reading():
+        for part in chunks(list(relation_ids)):
+            rows = db.query(
+                "SELECT relation_id, pair_lo, pair_hi FROM relmerge_relations "
+                f"WHERE relation_id IN ({marks(len(part))})",
+                part,
+            )
+            found.update({relation_id: (lo, hi) for relation_id, lo, hi in rows})
     return found
