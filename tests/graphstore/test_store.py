@@ -342,3 +342,16 @@ async def test_an_empty_load_stores_no_batch(store: RelationStore) -> None:
     with pytest.raises(InputError, match="nothing to load"):
         await store.load([])
     assert (await store.info()).batches == 0
+
+
+async def test_a_batch_of_many_pairs_fits_the_server_s_lock_table(store: RelationStore) -> None:
+    """8,000 pairs and 500 entity profiles in one batch: the PostgreSQL test server's
+    lock table is small (tests/support/postgres.py), and one advisory lock per pair
+    would overflow it ("out of shared memory")."""
+    inserts = [relation(f"n{i}", f"e_{i}", f"e_{i + 1}") for i in range(8000)]
+    states = await store.relations_for_pairs([pair_of(f"e_{i}", f"e_{i + 1}") for i in range(8000)])
+    entities = [EntityContext(f"e_{i}", f"Entity {i}") for i in range(500)]
+    result = await store.apply_batch(merge_batch("big", states, inserts=inserts, entities=entities))
+    assert (result.status, result.counts.inserted, result.counts.entities) == ("applied", 8000, 500)
+    assert (await store.info()).pairs == 8000
+    assert (await store.undo("big")).removed == 8000

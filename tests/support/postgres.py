@@ -76,9 +76,12 @@ class PostgresServer:
             "--locale=C",
             "--no-sync",
         )
+        # A small lock table (16 per connection, the default is 64): a store that took a
+        # lock-table entry per pair of a batch would fail here at a few thousand pairs,
+        # as it would on a default server at a few tens of thousands.
         options = (
             f"-k {self.root} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=60"
+            "-c full_page_writes=off -c max_connections=60 -c max_locks_per_transaction=16"
         )
         self._run(
             str(self.bin_dir / "pg_ctl"),

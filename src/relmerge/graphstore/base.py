@@ -56,6 +56,13 @@ def lock_key(kind: str, *parts: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def stripe_key(kind: str, item: str, stripes: int = 64) -> int:
+    """The key of one of ``stripes`` locks that share the items of a kind: a batch holds
+    at most that many, however many items it has (PostgreSQL keeps advisory locks in a
+    table of fixed size), at the price of waiting, now and then, for an unrelated item."""
+    return lock_key(f"{kind}-stripe", str(lock_key(kind, item) % stripes))
+
+
 @dataclass(frozen=True)
 class PairState:
     """A pair's stored relations (in the order they were stored) and its version.

@@ -10,14 +10,44 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from relmerge.errors import StoreError
+from relmerge.graphstore.base import Pair, lock_key, pair_of, stripe_key
 from relmerge.graphstore.schema import Types
 
 CHUNK = 250
 """Items per statement in batched lookups: well under SQLite's oldest limit of 999 host
 parameters with two per pair, and few enough round trips for 10k pairs."""
+
+
+@dataclass(frozen=True)
+class Locks:
+    """What a write transaction holds until it ends: the whole store (``exclusive``: a
+    load), or its share of it plus ``keys`` (batch id; stripes of entity and new relation
+    ids) and the rows of ``pairs``, each taken in ascending order so that two writers
+    never wait on each other in a cycle."""
+
+    keys: tuple[int, ...] = ()
+    pairs: tuple[Pair, ...] = ()
+    exclusive: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        batch_id: str | None = None,
+        pairs: Iterable[Pair] = (),
+        entities: Iterable[str] = (),
+        relations: Iterable[str] = (),
+        exclusive: bool = False,
+    ) -> Locks:
+        keys = {stripe_key("entity", entity) for entity in entities}
+        keys |= {stripe_key("relation", relation) for relation in relations}
+        if batch_id is not None:
+            keys.add(lock_key("batch", batch_id))
+        canonical = {pair_of(*pair) for pair in pairs}
+        return cls(tuple(sorted(keys)), tuple(sorted(canonical)), exclusive)
 
 
 class Connection(Protocol):
@@ -47,9 +77,8 @@ class Dialect(Protocol):
         """Begin a transaction that sees one snapshot."""
         ...
 
-    def begin_write(self, db: Db, keys: Sequence[int], exclusive: bool) -> None:
-        """Begin a write transaction holding ``keys`` (sorted), or the whole store when
-        ``exclusive``; every writer holds the store's shared lock otherwise."""
+    def begin_write(self, db: Db, locks: Locks) -> None:
+        """Begin a write transaction holding ``locks``."""
         ...
 
     def has_table(self, db: Db, name: str) -> bool: ...

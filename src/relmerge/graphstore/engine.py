@@ -36,11 +36,10 @@ from relmerge.graphstore.base import (
     Progress,
     StoreInfo,
     UndoResult,
-    lock_key,
     pair_of,
     relation_pair,
 )
-from relmerge.graphstore.db import Db, Dialect, chunks
+from relmerge.graphstore.db import Db, Dialect, Locks, chunks
 from relmerge.graphstore.schema import SCHEMA_VERSION
 from relmerge.graphstore.writes import BatchWrite, missing_targets
 from relmerge.model import ExtractedRelation
@@ -215,8 +214,9 @@ class SqlRelationStore:
     async def dump(
         self, progress: Progress | None = None
     ) -> AsyncGenerator[ExtractedRelation, None]:
-        """Every stored relation in stored order, from one snapshot. Close the iterator
-        (``contextlib.aclosing``) when stopping early: it holds the store until then."""
+        """Every stored relation in stored order, from one snapshot. It holds this store
+        object until it ends: call nothing else on it meanwhile, and close the iterator
+        (``contextlib.aclosing``) when stopping early."""
         async with self._lock:
             db = await self._open()
             await self._run(self._dialect.begin_read, db)
@@ -245,7 +245,7 @@ class SqlRelationStore:
         ]
 
         def put(db: Db) -> None:
-            self._dialect.begin_write(db, [], False)
+            self._dialect.begin_write(db, Locks())
             try:
                 for part in chunks(rows, WRITE_CHUNK):
                     db.executemany(
@@ -274,14 +274,21 @@ class SqlRelationStore:
             # The pairs that mapped-to relations live in (a relation never changes pair,
             # so reading them before the locks is safe): they are locked with the rest.
             target_pairs = await self._run(reads.pairs_of_relations, db, others)
-            keys = {lock_key("batch", batch.batch_id)}
-            keys |= {lock_key("pair", *pair) for pair in versions}
-            keys |= {lock_key("pair", *relation_pair(r)) for r in (*batch.inserts, *batch.updates)}
-            keys |= {lock_key("pair", *pair) for pair in target_pairs.values()}
-            keys |= {lock_key("entity", entity.entity_id) for entity in batch.entities}
+            locks = Locks.of(
+                batch_id=batch.batch_id,
+                pairs=[
+                    *versions,
+                    *(relation_pair(r) for r in (*batch.inserts, *batch.updates)),
+                    *target_pairs.values(),
+                ],
+                entities=[entity.entity_id for entity in batch.entities],
+                # Two batches inserting one id into different pairs: the second waits, then
+                # finds it stored (unchanged, or refused), instead of failing on the index.
+                relations=[relation.relation_id for relation in batch.inserts],
+            )
             write = BatchWrite(db, batch.batch_id, "merge", versions)
             try:
-                await self._run(write.begin, sorted(keys), False)
+                await self._run(write.begin, locks)
                 earlier = await self._run(write.already)
                 if earlier is not None:
                     await self._abort(db)
@@ -330,7 +337,7 @@ class SqlRelationStore:
             # a pair half-loaded (it could not: the load commits once, at the end).
             write = BatchWrite(db, batch_id or "", "load", None)
             try:
-                await self._run(write.begin, [], True)
+                await self._run(write.begin, Locks(exclusive=True))
                 if batch_id is not None:
                     earlier = await self._run(write.already)
                     if earlier is not None:
@@ -364,7 +371,7 @@ class SqlRelationStore:
             if plan.record.status != "applied":
                 return UndoResult("already_undone", batch_id)
             try:
-                await self._run(self._dialect.begin_write, db, plan.lock_keys(), False)
+                await self._run(self._dialect.begin_write, db, plan.locks())
                 if not await self._run(undo.still_applied, db, plan):
                     await self._abort(db)
                     return UndoResult("already_undone", batch_id)

@@ -10,8 +10,7 @@ from typing import Any
 
 from relmerge import __version__
 from relmerge.errors import StoreSchemaError
-from relmerge.graphstore.base import lock_key
-from relmerge.graphstore.db import Db
+from relmerge.graphstore.db import Db, Locks
 from relmerge.graphstore.schema import META_TABLE, SCHEMA_VERSION, create_statements
 from relmerge.graphstore.writes import now
 
@@ -63,7 +62,7 @@ def check_schema(db: Db, url: str) -> None:
 def create_schema(db: Db, url: str) -> bool:
     """Create the tables and record the version, in one transaction (concurrent inits
     wait for each other); False when the store was there already."""
-    db.dialect.begin_write(db, [lock_key("init")], True)
+    db.dialect.begin_write(db, Locks(exclusive=True))
     try:
         if db.dialect.has_table(db, META_TABLE):
             problem = schema_problem(url, _version(db))

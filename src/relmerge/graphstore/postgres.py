@@ -1,9 +1,11 @@
 """The PostgreSQL dialect: a relation store on a shared server (extra ``relmerge[postgres]``).
 
-Concurrency: every write transaction runs at READ COMMITTED and first takes advisory
-transaction locks: the store's key, shared (a load takes it exclusively: it holds the
-whole store), then one key per batch id, pair and entity it will touch, in ascending
-order, so two writers never wait on each other in a cycle. Each statement after the locks
+Concurrency: every write transaction runs at READ COMMITTED and first takes its locks,
+always in the same order, so that two writers never wait on each other in a cycle: the
+store's advisory lock, shared (a load takes it exclusively: it holds the whole store);
+advisory locks on its batch id and on stripes of its entity and new relation ids, in
+ascending order; then ``FOR UPDATE`` row locks on the version rows of its pairs, in
+ascending order. Each statement after the locks
 sees what committed before them, so a batch's version check cannot be overtaken before it
 commits. Reads run at REPEATABLE READ, READ ONLY: one snapshot per lookup or dump.
 """
@@ -15,8 +17,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from relmerge.errors import StoreError, StoreUnavailableError
-from relmerge.graphstore.base import lock_key
-from relmerge.graphstore.db import Connection, Db
+from relmerge.graphstore.base import Pair, lock_key
+from relmerge.graphstore.db import Connection, Db, Locks, chunks
 from relmerge.graphstore.schema import Types
 
 try:
@@ -63,16 +65,38 @@ class PostgresDialect:
     def begin_read(self, db: Db) -> None:
         db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
-    def begin_write(self, db: Db, keys: Sequence[int], exclusive: bool) -> None:
+    def begin_write(self, db: Db, locks: Locks) -> None:
         db.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        if exclusive:
+        if locks.exclusive:
             db.execute("SELECT pg_advisory_xact_lock(?)", [STORE_KEY])
         else:
             db.execute("SELECT pg_advisory_xact_lock_shared(?)", [STORE_KEY])
-        if keys:
+        if locks.keys:
             # unnest keeps the array's (ascending) order: the locks are taken in it.
             db.execute(
-                "SELECT pg_advisory_xact_lock(k) FROM unnest(?::bigint[]) AS k", [list(keys)]
+                "SELECT pg_advisory_xact_lock(k) FROM unnest(?::bigint[]) AS k", [list(locks.keys)]
+            )
+        self._lock_pairs(db, locks.pairs)
+
+    def _lock_pairs(self, db: Db, pairs: Sequence[Pair]) -> None:
+        """Row locks on the pairs' version rows (made first where missing): unlike advisory
+        locks, row locks take no room in the server's lock table, so a batch may hold tens
+        of thousands. ``pairs`` come sorted by code point, which is the "C" collation's
+        byte order in UTF-8: both statements go through them in the same order."""
+        for part in chunks(pairs):
+            db.execute(
+                "INSERT INTO relmerge_pairs (pair_lo, pair_hi, version, relation_count) VALUES "
+                + ", ".join(["(?, ?, 0, 0)"] * len(part))
+                + " ON CONFLICT (pair_lo, pair_hi) DO NOTHING",
+                [value for pair in part for value in pair],
+            )
+        for part in chunks(pairs):
+            db.query(
+                "SELECT p.version FROM relmerge_pairs p JOIN (VALUES "
+                + ", ".join(["(?, ?)"] * len(part))
+                + ") AS w (lo, hi) ON p.pair_lo = w.lo AND p.pair_hi = w.hi "
+                'ORDER BY p.pair_lo COLLATE "C", p.pair_hi COLLATE "C" FOR UPDATE OF p',
+                [value for pair in part for value in pair],
             )
 
     def has_table(self, db: Db, name: str) -> bool:
@@ -101,7 +125,10 @@ class PostgresDialect:
                 f"the store {self.url} stayed locked by another writer for {LOCK_TIMEOUT}; "
                 "try again when it is done"
             )
-        if isinstance(error, psycopg.OperationalError):
+        state = getattr(error, "sqlstate", None)
+        if isinstance(error, psycopg.OperationalError) and (
+            state is None or state.startswith(("08", "57P"))  # no answer, or the server left
+        ):
             return StoreUnavailableError(
                 f"lost the connection to the store {self.url}: {self._message(error)}; "
                 "nothing of the operation was kept: run it again"

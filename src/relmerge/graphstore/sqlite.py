@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 from relmerge.errors import StoreError, StoreSchemaError, StoreUnavailableError
-from relmerge.graphstore.db import Connection, Db
+from relmerge.graphstore.db import Connection, Db, Locks
 from relmerge.graphstore.schema import Types
 
 BUSY_SECONDS = 60.0  # how long one attempt waits for another process's write lock
@@ -69,8 +68,8 @@ class SqliteDialect:
     def begin_read(self, db: Db) -> None:
         db.execute("BEGIN")  # WAL: the snapshot is taken at the first read and kept
 
-    def begin_write(self, db: Db, keys: Sequence[int], exclusive: bool) -> None:
-        # One write lock for the whole file: ``keys`` and ``exclusive`` need nothing more.
+    def begin_write(self, db: Db, locks: Locks) -> None:
+        # One write lock for the whole file: whatever ``locks`` names is held with it.
         for attempt in range(1, BEGIN_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")

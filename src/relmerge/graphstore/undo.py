@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from relmerge.errors import BatchNotFoundError, UndoRefusedError
-from relmerge.graphstore.base import BatchRecord, Pair, lock_key, pair_of
-from relmerge.graphstore.db import Db
+from relmerge.graphstore.base import BatchRecord, Pair, pair_of
+from relmerge.graphstore.db import Db, Locks
 from relmerge.graphstore.reads import latest_batch
 from relmerge.graphstore.schema import entity_row, json_entity, json_relation
 from relmerge.graphstore.writes import _UPSERT_ENTITY, bump_pairs, now, update_values
@@ -50,14 +50,12 @@ class UndoPlan:
     record: BatchRecord
     changes: tuple[Change, ...]  # one per item: its first change in the batch
 
-    def lock_keys(self) -> list[int]:
-        keys = {lock_key("batch", self.record.batch_id)}
-        for change in self.changes:
-            if change.pair is not None:
-                keys.add(lock_key("pair", *change.pair))
-            else:
-                keys.add(lock_key("entity", change.item_id))
-        return sorted(keys)
+    def locks(self) -> Locks:
+        return Locks.of(
+            batch_id=self.record.batch_id,
+            pairs=[c.pair for c in self.changes if c.pair is not None],
+            entities=[c.item_id for c in self.changes if c.kind == "entity"],
+        )
 
 
 def plan(db: Db, batch_id: str) -> UndoPlan:

@@ -22,7 +22,7 @@ import orjson
 
 from relmerge.errors import RelationIdTakenError, StoreError
 from relmerge.graphstore.base import BatchCounts, Pair, relation_pair
-from relmerge.graphstore.db import Db, marks
+from relmerge.graphstore.db import Db, Locks, marks
 from relmerge.graphstore.reads import applied_batch, entities, pair_versions, stored_rows
 from relmerge.graphstore.schema import (
     RELATION_COLUMNS,
@@ -98,8 +98,8 @@ class BatchWrite:
         self.digest = hashlib.sha256()
         self._pending_log: list[tuple[Any, ...]] = []
 
-    def begin(self, keys: Sequence[int], exclusive: bool) -> None:
-        self.db.dialect.begin_write(self.db, keys, exclusive)
+    def begin(self, locks: Locks) -> None:
+        self.db.dialect.begin_write(self.db, locks)
 
     def conflicts(self) -> list[Pair]:
         """The pairs whose version moved since the caller read them (held: they cannot
