@@ -37,21 +37,29 @@ def child(*args: str) -> subprocess.Popen[bytes]:
 
 
 def events(process: subprocess.Popen[bytes]) -> list[dict[str, object]]:
-    out, err = process.communicate(timeout=300)
+    try:
+        out, err = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
     assert process.returncode == 0, err.decode()[-3000:]
     return [orjson.loads(line) for line in out.splitlines()]
 
 
 def kill_when_paused(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child once it says it paused (and whatever happens: no child outlives
+    its test)."""
     assert process.stdout is not None
-    while True:
-        line = process.stdout.readline()
-        if not line:
-            raise AssertionError(process.communicate(timeout=60)[1].decode()[-3000:])
-        if orjson.loads(line)["event"] == "paused":
-            break
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
+    try:
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                raise AssertionError(process.communicate(timeout=60)[1].decode()[-3000:])
+            if orjson.loads(line)["event"] == "paused":
+                break
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL
 
 
