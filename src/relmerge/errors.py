@@ -7,8 +7,13 @@ one type, and the CLI can turn any of them into a one-line message and exit code
     ├── ConfigError        invalid configuration values (all problems listed at once)
     ├── InputError         unreadable input: missing file, bad entity mapping, empty batch
     ├── ExportError        an export could not be written (the destination is left as it was)
-    ├── StoreError         object-store problems
-    │   └── InvalidKeyError    a key with "..", an absolute path or an empty segment
+    ├── StoreError         object-store and relation-store problems
+    │   ├── InvalidKeyError    a key with "..", an absolute path or an empty segment
+    │   ├── StoreUnavailableError  a relation store's server or file cannot be reached
+    │   ├── StoreSchemaError   not a relmerge store, not initialised, another schema version
+    │   ├── BatchNotFoundError     no batch of that id in a relation store
+    │   ├── RelationIdTakenError   a batch inserts an id stored with other content
+    │   └── UndoRefusedError   a later batch changed what the undo would restore
     ├── ProviderError      a model endpoint failed for good (after retries), is misconfigured,
     │   │                  or is not there (the preflight request says which)
     │   ├── BudgetExhaustedError  the run's --max-llm-requests / --max-tokens is spent
@@ -51,6 +56,34 @@ class StoreError(RelmergeError):
 
 class InvalidKeyError(StoreError):
     """An object key that could escape the store root or is malformed."""
+
+
+class StoreUnavailableError(StoreError):
+    """A relation store cannot be reached (server down, wrong host, credentials, a file
+    that cannot be opened); the message names the URL with its password hidden."""
+
+
+class StoreSchemaError(StoreError):
+    """The URL holds no relmerge relation store, or one of another schema version; the
+    message says what to do."""
+
+
+class BatchNotFoundError(StoreError):
+    """A relation store has no batch of the id given."""
+
+
+class RelationIdTakenError(StoreError):
+    """A batch inserts a relation id the store already holds with other content: a stored
+    relation keeps its id and content, so the batch is refused as a whole."""
+
+
+class UndoRefusedError(StoreError):
+    """A batch cannot be undone because later batches changed the same relations (or map
+    input ids to relations it inserted); ``later`` names them, oldest first."""
+
+    def __init__(self, message: str, later: list[str]) -> None:
+        super().__init__(message)
+        self.later = later
 
 
 class ProviderError(RelmergeError):

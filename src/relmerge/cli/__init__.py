@@ -17,6 +17,7 @@ from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
 from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
+from relmerge.cli.store import store_group
 from relmerge.errors import RelmergeError
 from relmerge.review.rerun import ARGV_META
 
@@ -69,5 +70,6 @@ main.add_command(import_command)
 main.add_command(export_command)
 main.add_command(report_command)
 main.add_command(demo_command)
+main.add_command(store_group)
 
 __all__ = ["main"]

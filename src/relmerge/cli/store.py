@@ -1,0 +1,298 @@
+"""``relmerge store``: create, load, inspect, dump and undo a relation store (DESIGN §8).
+
+URL is ``sqlite:///PATH`` or ``postgresql://…``; a wrong scheme, an unreachable server or
+a store of another schema version is one line and exit 2 (the group's error handler).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import orjson
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.progress_view import LineProgress, RichProgress
+from relmerge.graphstore import (
+    SCHEMA_VERSION,
+    ApplyResult,
+    RelationStore,
+    open_graph_store,
+    redact_store_url,
+)
+from relmerge.graphstore.files import CheckedRecords, dump_to_file, read_graph
+from relmerge.io.load import JsonlInput, read_entities
+from relmerge.io.records import Rejected
+from relmerge.progress import Progress
+
+T = TypeVar("T")
+_REASONS_SHOWN = 5
+
+
+def _run(main: Coroutine[Any, Any, T], interrupted: str) -> T:
+    try:
+        return run_interruptible(main, interrupted)
+    except Interrupted as error:
+        exit_interrupted(error, interrupted)
+
+
+async def _with_store(url: str, use: Callable[[RelationStore], Coroutine[Any, Any, T]]) -> T:
+    async with open_graph_store(url) as store:
+        return await use(store)
+
+
+def _view(quiet: bool) -> RichProgress | LineProgress:
+    console = Console(stderr=True, quiet=quiet)
+    return RichProgress(console) if console.is_terminal else LineProgress(console)
+
+
+_URL = click.argument("url", metavar="URL")
+_QUIET = click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+
+
+@click.group("store", short_help="Keep a growing graph in a relation store (SQLite, PostgreSQL).")
+def store_group() -> None:
+    """A relation store keeps a deduplicated graph between runs, with every batch that
+    changed it, so that a batch can be undone.
+
+    URL: sqlite:///relative/path.db, sqlite:////absolute/path.db (a file, the embedded
+    default) or postgresql://USER:PASSWORD@HOST:PORT/DB, postgresql:///DB?host=/socket/dir
+    (a server; pip install 'relmerge[postgres]'). Passwords are never printed.
+    """
+
+
+@store_group.command("init")
+@_URL
+def init_command(url: str) -> None:
+    """Create a relation store's tables at URL (a SQLite file is created if missing).
+
+    Running it again on a store changes nothing; a store of another schema version is
+    refused.
+    """
+
+    async def go(store: RelationStore) -> bool:
+        return await store.init()
+
+    created = _run(_with_store(url, go), "interrupted — nothing was created")
+    shown = redact_store_url(url)
+    if created:
+        click.echo(f"Created a relmerge store (schema version {SCHEMA_VERSION}) at {shown}.")
+    else:
+        click.echo(
+            f"{shown} is already a relmerge store (schema version {SCHEMA_VERSION}): nothing to do."
+        )
+
+
+@store_group.command("load")
+@_URL
+@click.argument("input_path", metavar="INPUT")
+@click.option(
+    "--entities",
+    "entities_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Entities JSONL (entity_id, name, type, profile) to store with the relations.",
+)
+@click.option(
+    "--batch-id",
+    help="Name of the batch (default: load- and a digest of its content, so loading the "
+    "same graph twice changes nothing).",
+)
+@click.option(
+    "--rejected",
+    "rejected_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write the records set aside, with their reasons, to this JSONL file.",
+)
+@_QUIET
+def load_command(
+    url: str,
+    input_path: str,
+    entities_path: Path | None,
+    batch_id: str | None,
+    rejected_path: Path | None,
+    quiet: bool,
+) -> None:
+    """Insert a graph that is already deduplicated into the store at URL, as it is.
+
+    INPUT: a relations JSONL file (what `relmerge import` writes), a JSON array, Parquet,
+    a folder of relation JSON files (a run's deduplicated_relations/), or a `relmerge run`
+    output folder. Records are checked as `relmerge run` checks them: a bad one is set
+    aside with its reason and not stored. Nothing is decided: relations keep their ids and
+    content. A relation id the store already holds with the same content is counted as
+    unchanged; with other content the whole load is refused (a stored relation keeps its
+    id and content: merge such a batch with `relmerge merge-into` instead). The load is
+    one batch, applied whole or not at all, that `relmerge store undo` can take back.
+    """
+    entities = read_entities(entities_path) if entities_path is not None else []
+
+    async def go(store: RelationStore) -> tuple[ApplyResult, CheckedRecords]:
+        records = CheckedRecords(await read_graph(input_path))
+        with _view(quiet) as view:
+            result = await store.load(
+                records,
+                batch_id=batch_id,
+                entities=entities,
+                progress=_load_progress(view, records),
+            )
+            view.finish("read")
+            view.finish("load")
+        return result, records
+
+    result, records = _run(_with_store(url, go), "interrupted — nothing of the batch was stored")
+    shown = redact_store_url(url)
+    _report_rejected(records.rejected, rejected_path)
+    counts = result.counts
+    if result.status == "already_applied":
+        click.echo(f"Batch {result.batch_id} is already in {shown}: nothing changed.")
+        return
+    click.echo(
+        f"Loaded batch {result.batch_id} into {shown}: {counts.inserted:,} relations inserted, "
+        f"{counts.unchanged:,} already stored as they are, {counts.entities:,} entities written"
+        f", {len(records.rejected):,} records set aside."
+    )
+
+
+def _load_progress(view: Progress, records: CheckedRecords) -> Callable[[int], None]:
+    """Bytes of a streamed file read (it is read as it is stored), else records."""
+    source = records.records
+    if isinstance(source, JsonlInput):
+        view.start("read", source.total_bytes)
+        done = [0]
+
+        def advance_bytes(_: int) -> None:
+            view.advance("read", source.bytes_read - done[0])
+            done[0] = source.bytes_read
+
+        return advance_bytes
+    total = len(source) if isinstance(source, list) else None
+    view.start("load", total)
+    seen = [0]
+
+    def advance_records(_: int) -> None:
+        view.advance("load", records.read - seen[0])
+        seen[0] = records.read
+
+    return advance_records
+
+
+def _report_rejected(rejected: list[Rejected], path: Path | None) -> None:
+    if path is not None:
+        path.write_bytes(b"".join(orjson.dumps(item.to_dict()) + b"\n" for item in rejected))
+    for item in rejected[:_REASONS_SHOWN]:
+        click.echo(f"set aside: {item.origin}: {item.reason}", err=True)
+    if len(rejected) > _REASONS_SHOWN:
+        where = f" (all in {path})" if path is not None else " (--rejected FILE lists them all)"
+        click.echo(f"… and {len(rejected) - _REASONS_SHOWN:,} more{where}", err=True)
+
+
+@store_group.command("dump")
+@_URL
+@click.argument("out", metavar="OUT.jsonl", type=click.Path(path_type=Path))
+@_QUIET
+def dump_command(url: str, out: Path, quiet: bool) -> None:
+    """Write every stored relation to OUT.jsonl as ExtractedRelation JSON, one per line, in
+    the order stored, ids as stored. OUT is replaced whole when the dump is complete."""
+
+    async def go(store: RelationStore) -> int:
+        total = (await store.info(last=0)).relations
+        with _view(quiet) as view:
+            view.start("write", total)
+            written = await dump_to_file(store, out, lambda n: view.advance("write", n))
+            view.finish("write")
+        return written
+
+    written = _run(_with_store(url, go), f"interrupted — {out} was not written")
+    click.echo(f"Dumped {written:,} relations from {redact_store_url(url)} to {out}.")
+
+
+@store_group.command("undo")
+@_URL
+@click.argument("batch_id", metavar="BATCH_ID")
+def undo_command(url: str, batch_id: str) -> None:
+    """Undo the batch BATCH_ID: the relations it changed get their earlier content back,
+    the ones it inserted are removed, in one transaction.
+
+    Refused (exit 2) when a later batch changed the same relations or maps input ids to
+    relations it inserted: undo those first, newest first (`relmerge store info URL`
+    lists the batches).
+    """
+
+    async def go(store: RelationStore) -> Any:
+        return await store.undo(batch_id)
+
+    result = _run(_with_store(url, go), "interrupted — nothing was undone")
+    shown = redact_store_url(url)
+    if result.status == "already_undone":
+        click.echo(f"Batch {batch_id} in {shown} was already undone: nothing changed.")
+        return
+    click.echo(
+        f"Undid batch {batch_id} in {shown}: removed {result.removed:,} relations it "
+        f"inserted, restored {result.restored:,} it updated."
+    )
+
+
+@store_group.command("info")
+@_URL
+@click.option("--last", default=5, show_default=True, help="How many recent batches to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
+def info_command(url: str, last: int, as_json: bool) -> None:
+    """Schema version, how many relations, pairs, entities and batches the store holds,
+    and its last batches."""
+
+    async def go(store: RelationStore) -> Any:
+        return await store.info(last=max(last, 0))
+
+    info = _run(_with_store(url, go), "interrupted")
+    batches = [
+        {
+            "batch_id": b.batch_id,
+            "kind": b.kind,
+            "status": b.status,
+            "applied_at": b.applied_at,
+            "undone_at": b.undone_at,
+            **b.counts.to_dict(),
+        }
+        for b in info.last_batches
+    ]
+    figures = {
+        "url": redact_store_url(url),
+        "schema_version": info.schema_version,
+        "relations": info.relations,
+        "pairs": info.pairs,
+        "entities": info.entities,
+        "batches": info.batches,
+    }
+    if as_json:
+        click.echo(orjson.dumps({**figures, "last_batches": batches}, option=orjson.OPT_INDENT_2))
+        return
+    console = Console()
+    table = Table(title=f"relmerge store {figures['url']}", show_header=False)
+    for key, value in list(figures.items())[1:]:
+        table.add_row(key.replace("_", " "), f"{value:,}")
+    console.print(table)
+    if batches:
+        _batch_table(console, batches)
+
+
+def _batch_table(console: Console, batches: Iterable[dict[str, Any]]) -> None:
+    table = Table(title="last batches (newest first)", box=box.SIMPLE, pad_edge=False)
+    table.add_column("batch", no_wrap=True)  # the id `relmerge store undo` takes, whole
+    for column in ("kind", "status", "applied (UTC)"):
+        table.add_column(column, no_wrap=True)
+    for column in ("inserted", "updated"):
+        table.add_column(column, justify="right")
+    for batch in batches:
+        table.add_row(
+            batch["batch_id"],
+            batch["kind"],
+            batch["status"],
+            batch["applied_at"][:16].replace("T", " "),
+            f"{batch['inserted']:,}",
+            f"{batch['updated']:,}",
+        )
+    console.print(table)

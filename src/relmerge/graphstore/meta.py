@@ -1,0 +1,87 @@
+"""A store's schema: created once, its version checked before any other use.
+
+The version lives in ``relmerge_meta``. A store made by another relmerge, older or newer,
+is refused with what to do; a database without the table is not a store yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relmerge import __version__
+from relmerge.errors import StoreSchemaError
+from relmerge.graphstore.db import Db, Locks
+from relmerge.graphstore.schema import META_TABLE, SCHEMA_VERSION, create_statements
+from relmerge.graphstore.writes import now
+
+
+def schema_problem(url: str, found: Any) -> str | None:
+    """Why a store whose meta says ``found`` cannot be used, or None."""
+    if found == str(SCHEMA_VERSION):
+        return None
+    try:
+        version = int(found)
+    except (TypeError, ValueError):
+        return (
+            f"the store at {url} has an unknown schema version {found!r}: "
+            "it was not made by relmerge, or was damaged"
+        )
+    if version > SCHEMA_VERSION:
+        return (
+            f"the store at {url} has schema version {version}, newer than the version "
+            f"{SCHEMA_VERSION} of relmerge {__version__}: upgrade relmerge "
+            "(pip install -U relmerge)"
+        )
+    return (
+        f"the store at {url} has schema version {version}, older than the version "
+        f"{SCHEMA_VERSION} of relmerge {__version__}: dump it with the relmerge that made it "
+        "(`relmerge store dump`) and load the dump into a new store"
+    )
+
+
+def _version(db: Db) -> Any:
+    return db.scalar("SELECT value FROM relmerge_meta WHERE key = 'schema_version'")
+
+
+def check_schema(db: Db, url: str) -> None:
+    """Raise :class:`~relmerge.errors.StoreSchemaError` unless ``db`` holds a store of
+    this relmerge's schema version."""
+    with db.reading():
+        if not db.dialect.has_table(db, META_TABLE):
+            others = db.dialect.table_count(db)
+            where = f" (its database holds {others} other tables)" if others else ""
+            raise StoreSchemaError(
+                f"no relmerge store at {url}{where}: create one with `relmerge store init {url}`"
+            )
+        found = _version(db)
+    problem = schema_problem(url, found)
+    if problem is not None:
+        raise StoreSchemaError(problem)
+
+
+def create_schema(db: Db, url: str) -> bool:
+    """Create the tables and record the version, in one transaction (concurrent inits
+    wait for each other); False when the store was there already."""
+    db.dialect.begin_write(db, Locks(exclusive=True))
+    try:
+        if db.dialect.has_table(db, META_TABLE):
+            problem = schema_problem(url, _version(db))
+            if problem is not None:
+                raise StoreSchemaError(problem)
+            db.rollback()
+            return False
+        for statement in create_statements(db.dialect.types):
+            db.execute(statement)
+        db.executemany(
+            "INSERT INTO relmerge_meta (key, value) VALUES (?, ?)",
+            [
+                ("schema_version", str(SCHEMA_VERSION)),
+                ("created_at", now()),
+                ("created_by", f"relmerge {__version__}"),
+            ],
+        )
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return True

@@ -1,0 +1,224 @@
+"""The store's reads: lookups by pair, by id, by input id; batches; counts; pages of a dump.
+
+Each function runs inside a transaction its caller began (one snapshot), and batches its
+lookups: one statement per :data:`~relmerge.graphstore.db.CHUNK` keys, never one per key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from relmerge.graphstore.base import BatchCounts, BatchRecord, Pair, PairState, pair_of
+from relmerge.graphstore.db import Db, chunks, marks
+from relmerge.graphstore.schema import (
+    ENTITY_COLUMNS,
+    RELATION_COLUMNS,
+    row_entity,
+    row_relation,
+)
+from relmerge.model import ExtractedRelation
+from relmerge.prompts.context import EntityContext
+
+BATCH_COLUMNS = "seq, batch_id, kind, fingerprint, status, applied_at, undone_at, counts"
+
+
+def _pairs_values(count: int) -> str:
+    return ", ".join(["(?, ?)"] * count)
+
+
+def pair_versions(db: Db, pairs: Sequence[Pair]) -> dict[Pair, int]:
+    """The version of each pair that has one (pairs never touched are left out)."""
+    found: dict[Pair, int] = {}
+    for part in chunks(list(pairs)):
+        rows = db.query(
+            "WITH wanted (lo, hi) AS (VALUES "
+            + _pairs_values(len(part))
+            + ") SELECT p.pair_lo, p.pair_hi, p.version FROM wanted "
+            "JOIN relmerge_pairs p ON p.pair_lo = wanted.lo AND p.pair_hi = wanted.hi",
+            [value for pair in part for value in pair],
+        )
+        found.update({(lo, hi): int(version) for lo, hi, version in rows})
+    return found
+
+
+def pair_states(db: Db, pairs: Sequence[Pair]) -> dict[Pair, PairState]:
+    """Every asked pair (canonical) with its version and relations in stored order.
+
+    Versions are read before relations: should anything move in between (it cannot in a
+    snapshot, but a reader without one would see it), the versions are the older, and a
+    batch built on them conflicts instead of overwriting.
+    """
+    wanted = list(dict.fromkeys(pair_of(*pair) for pair in pairs))
+    versions = pair_versions(db, wanted)
+    found: dict[Pair, list[ExtractedRelation]] = {pair: [] for pair in wanted}
+    for part in chunks(wanted):
+        rows = db.query(pair_relations_sql(len(part)), [value for pair in part for value in pair])
+        for row in rows:
+            found[(row[1], row[2])].append(row_relation(row))
+    return {pair: PairState(pair, versions.get(pair, 0), tuple(found[pair])) for pair in wanted}
+
+
+def pair_relations_sql(count: int) -> str:
+    """The relations of ``count`` pairs in one statement: a join on the pair index."""
+    return (
+        f"WITH wanted (lo, hi) AS (VALUES {_pairs_values(count)}) "
+        f"SELECT {_prefixed('r', RELATION_COLUMNS)} FROM wanted "
+        "JOIN relmerge_relations r ON r.pair_lo = wanted.lo AND r.pair_hi = wanted.hi "
+        "ORDER BY r.row_seq"
+    )
+
+
+def _prefixed(alias: str, columns: str) -> str:
+    return ", ".join(f"{alias}.{column.strip()}" for column in columns.split(","))
+
+
+def stored_rows(db: Db, relation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+    """The rows (:data:`RELATION_COLUMNS`) of the stored relations among ``relation_ids``."""
+    found: dict[str, tuple[Any, ...]] = {}
+    for part in chunks(list(dict.fromkeys(relation_ids))):
+        rows = db.query(
+            f"SELECT {RELATION_COLUMNS} FROM relmerge_relations "
+            f"WHERE relation_id IN ({marks(len(part))})",
+            part,
+        )
+        found.update({row[0]: row for row in rows})
+    return found
+
+
+def relations_by_id(db: Db, relation_ids: Sequence[str]) -> dict[str, ExtractedRelation]:
+    rows = stored_rows(db, relation_ids)
+    return {relation_id: row_relation(rows[relation_id]) for relation_id in rows}
+
+
+def entities(db: Db, entity_ids: Sequence[str]) -> dict[str, EntityContext]:
+    found: dict[str, EntityContext] = {}
+    for part in chunks(list(dict.fromkeys(entity_ids))):
+        rows = db.query(
+            f"SELECT {ENTITY_COLUMNS} FROM relmerge_entities "
+            f"WHERE entity_id IN ({marks(len(part))})",
+            part,
+        )
+        found.update({row[0]: row_entity(row) for row in rows})
+    return found
+
+
+def folded(db: Db, input_ids: Sequence[str]) -> dict[str, str]:
+    """Input id -> stored id by the applied batches; the latest batch wins."""
+    found: dict[str, tuple[int, str]] = {}
+    for part in chunks(list(dict.fromkeys(input_ids))):
+        rows = db.query(
+            "SELECT m.input_id, m.relation_id, m.batch_seq FROM relmerge_mapping m "
+            "JOIN relmerge_batches b ON b.seq = m.batch_seq "
+            f"WHERE b.status = 'applied' AND m.input_id IN ({marks(len(part))})",
+            part,
+        )
+        for input_id, relation_id, seq in rows:
+            if input_id not in found or found[input_id][0] < seq:
+                found[input_id] = (int(seq), relation_id)
+    return {input_id: relation_id for input_id, (_, relation_id) in found.items()}
+
+
+def batch_record(row: tuple[Any, ...]) -> BatchRecord:
+    seq, batch_id, kind, fingerprint, status, applied_at, undone_at, counts = row
+    return BatchRecord(
+        batch_id=batch_id,
+        seq=int(seq),
+        kind=kind,
+        fingerprint=fingerprint,
+        status=status,
+        applied_at=applied_at,
+        undone_at=undone_at,
+        counts=BatchCounts(**orjson.loads(counts)),
+    )
+
+
+def latest_batch(db: Db, batch_id: str) -> BatchRecord | None:
+    rows = db.query(
+        f"SELECT {BATCH_COLUMNS} FROM relmerge_batches WHERE batch_id = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        [batch_id],
+    )
+    return batch_record(rows[0]) if rows else None
+
+
+def applied_batch(db: Db, batch_id: str) -> BatchRecord | None:
+    rows = db.query(
+        f"SELECT {BATCH_COLUMNS} FROM relmerge_batches WHERE batch_id = ? AND status = 'applied'",
+        [batch_id],
+    )
+    return batch_record(rows[0]) if rows else None
+
+
+def batch_mapping(db: Db, seq: int) -> dict[str, str]:
+    rows = db.query("SELECT input_id, relation_id FROM relmerge_mapping WHERE batch_seq = ?", [seq])
+    return dict(rows)
+
+
+def batch_decisions(db: Db, seq: int) -> list[dict[str, Any]]:
+    rows = db.query(
+        "SELECT line FROM relmerge_decisions WHERE batch_seq = ? ORDER BY position", [seq]
+    )
+    return [orjson.loads(line) for (line,) in rows]
+
+
+def counts(db: Db) -> dict[str, int]:
+    return {
+        "relations": int(db.scalar("SELECT count(*) FROM relmerge_relations")),
+        "pairs": int(db.scalar("SELECT count(*) FROM relmerge_pairs WHERE relation_count > 0")),
+        "entities": int(db.scalar("SELECT count(*) FROM relmerge_entities")),
+        "batches": int(db.scalar("SELECT count(*) FROM relmerge_batches WHERE status = 'applied'")),
+    }
+
+
+def last_batches(db: Db, last: int) -> list[BatchRecord]:
+    rows = db.query(
+        f"SELECT {BATCH_COLUMNS} FROM relmerge_batches ORDER BY seq DESC LIMIT ?", [last]
+    )
+    return [batch_record(row) for row in rows]
+
+
+def dump_page(db: Db, after: int, size: int) -> list[tuple[int, ExtractedRelation]]:
+    """Up to ``size`` relations stored after ``row_seq`` ``after``, in stored order (keyset
+    pages: each page is an index range, however large the store)."""
+    rows = db.query(
+        f"SELECT row_seq, {RELATION_COLUMNS} FROM relmerge_relations WHERE row_seq > ? "
+        "ORDER BY row_seq LIMIT ?",
+        [after, size],
+    )
+    return [(int(row[0]), row_relation(row[1:])) for row in rows]
+
+
+def vectors(db: Db, embedder: str, digests: Sequence[bytes]) -> dict[bytes, bytes]:
+    found: dict[bytes, bytes] = {}
+    for part in chunks(list(dict.fromkeys(digests))):
+        rows = db.query(
+            "SELECT digest, vector FROM relmerge_vectors "
+            f"WHERE embedder = ? AND digest IN ({marks(len(part))})",
+            [embedder, *part],
+        )
+        found.update({bytes(digest): bytes(vector) for digest, vector in rows})
+    return found
+
+
+def vector_digest(text: str) -> bytes:
+    """The key of a text in the embedding cache (16 bytes of sha256 keep the index small)."""
+    return hashlib.sha256(text.encode()).digest()[:16]
+
+
+def pairs_of_relations(db: Db, relation_ids: Sequence[str]) -> dict[str, Pair]:
+    """The pair of each stored relation among ``relation_ids`` (a relation never changes
+    pair, so what is read here holds after any lock is taken)."""
+    found: dict[str, Pair] = {}
+    with db.reading():
+        for part in chunks(list(relation_ids)):
+            rows = db.query(
+                "SELECT relation_id, pair_lo, pair_hi FROM relmerge_relations "
+                f"WHERE relation_id IN ({marks(len(part))})",
+                part,
+            )
+            found.update({relation_id: (lo, hi) for relation_id, lo, hi in rows})
+    return found
