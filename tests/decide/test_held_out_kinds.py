@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -53,3 +54,18 @@ def test_rules_alone_merge_no_dev_hard_negative_at_any_cosine() -> None:
     merged = [d for d in decided if d.verdict == "merge"]
     assert [d.names for d in merged if d.clusters[0] != d.clusters[1]] == []
     assert len(merged) > 100  # the rules still decide most same-kind pairs
+
+
+@pytest.mark.skipif(not DEV.is_dir(), reason="needs ../shared/data/dev")
+def test_rules_alone_merge_no_keep_both_judge_pair_at_any_cosine() -> None:
+    mapping = json.loads((DEV / "entity_id_mapping.json").read_text(encoding="utf-8"))
+    kept = [p for p in jsonl(DEV / "pairs_hard.jsonl") if p["label"] == "keep_both"]
+    decided = []
+    for pair in kept:
+        existing = cast(dict[str, object], pair["existing"])
+        candidate = cast(dict[str, object], pair["candidate"])
+        gold = {str(existing["relation_id"]): "existing", str(candidate["relation_id"]): "new"}
+        decided += decide_at_full_cosine([existing, candidate], gold, mapping)
+    assert len(kept) == 50
+    assert len(decided) >= 35  # the others are about two different entity pairs
+    assert [d.names for d in decided if d.verdict == "merge"] == []
