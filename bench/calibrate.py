@@ -23,8 +23,11 @@ The procedure that sets the shipped defaults of the automatic bands (``auto_merg
 
 Then the pipeline (``DeduplicateRelations`` over a memory store, the default embedder) on
 each held-out dev domain with that fold's thresholds, rules only and with the
-gold-answering judge; the dev hard pairs through ``RelationJudge``; and the real graphs
-with the shipped thresholds. Prints tables and, with ``--json``, writes every figure.
+gold-answering judge; the same with the vocabulary held out too (``bench/vocabulary.py``:
+every lexicon entry that occurs in the held-out domain's names or descriptions removed,
+the shipped bands re-tuned on the other two domains with that lexicon), beside it; the
+dev hard pairs through ``RelationJudge``; and the real graphs with the shipped
+thresholds. Prints tables and, with ``--json``, writes every figure.
 """
 
 from __future__ import annotations
@@ -45,11 +48,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hard_pairs import judge_pairs, load_pairs
-from labelled import DEV, DOMAINS, Labelled, all_sets, domain_of, pair_counts
+from labelled import (
+    DEV,
+    DOMAINS,
+    Labelled,
+    all_sets,
+    domain_of,
+    pair_counts,
+)
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.decide.features import batch_shared_names, relation_features
 from relmerge.decide.job import orientation
-from relmerge.decide.lexicon import load_lexicon
+from relmerge.decide.lexicon import Lexicon, load_lexicon
 from relmerge.decide.scores import BlockScores
 from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import decide_pair, same_known_kind
@@ -61,6 +71,7 @@ from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.gold import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
+from vocabulary import held_out_lexicon, using_lexicon
 
 MIN_SUPPORT = 5
 PRECISION = 0.99
@@ -94,9 +105,12 @@ class Pair:
     cosine: float
 
 
-async def pair_table(data: Labelled, embedder: EmbeddingModel) -> list[Pair]:
-    """Every within-block pair of ``data``, scored and tiered by the kernel."""
-    lexicon = load_lexicon()
+async def pair_table(
+    data: Labelled, embedder: EmbeddingModel, lexicon: Lexicon | None = None
+) -> list[Pair]:
+    """Every within-block pair of ``data``, scored and tiered by the kernel (with the
+    shipped vocabulary, or ``lexicon``)."""
+    lexicon = lexicon or load_lexicon()
     config = DeduplicateRelationsConfig(**OFF)
     relations = []
     for record in data.records:
@@ -379,6 +393,75 @@ def show_bands(report: dict[str, Any]) -> None:
         )
 
 
+async def vocabulary_folds(
+    sets: Sequence[Labelled],
+    shipped: dict[str, float | None],
+    fuzzy_keep: float,
+    embedder: EmbeddingModel,
+) -> list[dict[str, Any]]:
+    """Each dev domain held out with its vocabulary: the lexicon loses every entry that
+    occurs in the domain's relation names or descriptions; the bands that ship are tuned
+    on the other two domains' pairs, scored with that lexicon; then the domain is run."""
+    dev = {data.name: data for data in sets if data.name.startswith("dev:")}
+    rows = []
+    for domain in DOMAINS:
+        held = dev[f"dev:{domain}"]
+        lexicon, removed = held_out_lexicon(
+            text for record in held.records for text in (record["name"], record["description"])
+        )
+        pairs = [p for data in dev.values() for p in await pair_table(data, embedder, lexicon)]
+        tuning = [p for p in pairs if p.dataset != held.name]
+        test = [p for p in pairs if p.dataset == held.name]
+        settings: dict[str, float | None] = dict(OFF)
+        bands = {}
+        for band, threshold in shipped.items():
+            if threshold != OFF[band]:
+                result = held_out(tuning, test, band, f"dev, held out {domain}", fuzzy_keep)
+                settings[band] = OFF[band] if result.threshold is None else result.threshold
+                bands[band] = asdict(result) | {"precision": result.precision}
+        with using_lexicon(lexicon):
+            runs = [await pipeline_row(held, settings, judge, embedder) for judge in (False, True)]
+        rows.append(
+            {
+                "domain": domain,
+                "entries_removed": len(removed),
+                "removed": [f"{key}: {entry}" for key, entry in removed],
+                "bands": bands,
+                "settings": settings,
+                "rules_only": runs[0],
+                "gold_judge": runs[1],
+            }
+        )
+    return rows
+
+
+def show_vocabulary(rows: Sequence[dict[str, Any]], today: Sequence[dict[str, Any]]) -> None:
+    print(
+        "\nVocabulary held out too (every lexicon entry occurring in the held-out domain's"
+        " names or descriptions removed), beside the shipped vocabulary"
+    )
+    print(
+        f"{'domain':<8}{'vocabulary':<12}{'removed':>8}{'band n':>8}{'band P':>8}"
+        f"{'P':>7}{'R':>7}{'wrong':>7}{'HN':>4}{'gold P':>8}{'gold R':>8}{'req/rel':>9}"
+    )
+    for row in rows:
+        name = f"dev:{row['domain']}"
+        shipped = [r for r in today if r["set"] == name]
+        none, gold = row["rules_only"], row["gold_judge"]
+        band = row["bands"].get("auto_merge_cosine", {})
+        shown = "—" if band.get("precision") is None else f"{band['precision']:.3f}"
+        for label, rules, judged, removed, decided, precision in (
+            ("shipped", shipped[0], shipped[1], 0, "", ""),
+            ("held out", none, gold, row["entries_removed"], band.get("decided", 0), shown),
+        ):
+            print(
+                f"{row['domain']:<8}{label:<12}{removed:>8}{decided!s:>8}{precision:>8}"
+                f"{rules['precision']:>7.3f}{rules['recall']:>7.3f}{len(rules['wrong_merges']):>7}"
+                f"{len(rules['hard_negative_merges']):>4}{judged['precision']:>8.3f}"
+                f"{judged['recall']:>8.3f}{judged['requests_per_relation']:>9.3f}"
+            )
+
+
 def show_rows(title: str, rows: Sequence[dict[str, Any]]) -> None:
     print(f"\n{title}")
     print(f"{'set':<34}{'LLM':<12}{'P':>7}{'R':>7}{'F1':>7}{'req/rel':>9}{'HN merges':>11}")
@@ -419,6 +502,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         )
         hard_rows.append({"domain": domain, "settings": settings, **judged})
     show_rows("Pipeline on each held-out dev domain (that fold's thresholds)", dev_rows)
+    vocabulary_rows = await vocabulary_folds(sets, shipped, fuzzy_keep, embedder)
+    show_vocabulary(vocabulary_rows, dev_rows)
     print("\nDev hard pairs through RelationJudge, gold-answering judge (fold thresholds)")
     for row in hard_rows:
         print(
@@ -436,6 +521,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "fixed_bands": fixed,
         "shipped": shipped,
         "dev_held_out": dev_rows,
+        "dev_vocabulary_held_out": vocabulary_rows,
         "hard_pairs": hard_rows,
         "real": real_rows,
         "pairs": {name: sum(1 for p in pairs if p.dataset == name) for name in by_name},

@@ -7,7 +7,11 @@ documented hard negatives and the pairs left out of every count as doubtful. Set
 * ``dev:geo``, ``dev:novel``, ``dev:tech`` — the three domains of ``../shared/data/dev``
   (a record's domain is in its ``document_id``: ``doc_<domain>_<lang>_…``);
 * ``real:<source>`` — the five real graphs of ``bench/real_sources.py``, with the labels of
-  ``bench/data/real_labels`` (records outside every labelled block are singletons).
+  ``bench/data/real_labels`` (records outside every labelled block are singletons);
+* ``synthetic:held-out-kinds`` — ``tests/data/held_out_kinds``: events of change against
+  states and inverse markers apart from their verb, in zh/en/fr, in domains the dev set
+  does not have (finance stakes, sports transfers, succession); written after the
+  vocabulary, labelled by the dev README's rules, used by no threshold.
 
 :func:`pair_counts` scores a run's id mapping against a set: pairs inside blocks (the
 only pairs relmerge may merge; gold facts never cross an entity pair), doubtful pairs
@@ -28,6 +32,7 @@ from real_sources import REPO, SHARED, SOURCES, load_source
 DEV = SHARED / "dev"
 DOMAINS = ("geo", "novel", "tech")
 LABELS = REPO / "bench" / "data" / "real_labels"
+HELD_OUT_KINDS = REPO / "tests" / "data" / "held_out_kinds"
 
 
 @dataclass
@@ -64,12 +69,15 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
+def _hard_negatives(folder: Path) -> set[frozenset[str]]:
+    rows = _jsonl(folder / "hard_negatives.jsonl")
+    return {frozenset((p["cluster_a"], p["cluster_b"])) for p in rows}
+
+
 def load_dev(domain: str, dev: Path = DEV) -> Labelled:
     records = [r for r in _jsonl(dev / "relations.jsonl") if domain_of(r) == domain]
     gold = {row["relation_id"]: row["cluster"] for row in _jsonl(dev / "gold.jsonl")}
-    hard = {
-        frozenset((p["cluster_a"], p["cluster_b"])) for p in _jsonl(dev / "hard_negatives.jsonl")
-    }
+    hard = _hard_negatives(dev)
     return Labelled(
         f"dev:{domain}",
         records,
@@ -90,6 +98,13 @@ def load_real(source: str, shared: Path = SHARED) -> Labelled:
                 gold[member] = f"{source}:{line_number}:{index}"
         doubtful |= {frozenset(item["pair"]) for item in block["doubtful"]}
     return Labelled(f"real:{source}", records, gold, doubtful=doubtful)
+
+
+def load_held_out_kinds(folder: Path = HELD_OUT_KINDS) -> Labelled:
+    """The synthetic held-out set: canonical ids already, no entity profiles."""
+    gold = {row["relation_id"]: row["cluster"] for row in _jsonl(folder / "gold.jsonl")}
+    records = _jsonl(folder / "relations.jsonl")
+    return Labelled("synthetic:held-out-kinds", records, gold, {}, [], _hard_negatives(folder))
 
 
 def all_sets(dev: Path = DEV) -> list[Labelled]:

@@ -282,8 +282,9 @@ def test_dev_set_rules_only_is_precise(tmp_path: Path) -> None:
     report = evaluate(
         orjson.loads((out / "relation_id_mapping.json").read_bytes()), load_gold(DEV / "gold.jsonl")
     )
-    assert report.pair_precision >= 0.97  # measured 0.996
-    assert report.pair_recall >= 0.50  # measured 0.539
+    assert report.pair_precision >= 0.99  # measured 1.000
+    # Measured 0.386: a name with a word the vocabulary cannot explain is the LLM's call.
+    assert report.pair_recall >= 0.35
 
 
 def test_dry_run_counts_and_writes_nothing(tmp_path: Path) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from relmerge.decide.lexicon import Lexicon
-from relmerge.decide.numbers import extract_numbers
+from relmerge.decide.lexicon import Lexicon, TermSet
+from relmerge.decide.numbers import extract_numbers, without_numbers
 from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_key_text
 
@@ -31,6 +32,12 @@ class RelationFeatures:
     kind: Kind = "unknown"
     generic_name: bool = False  # empty or "related"-like: the name says nothing at all
     shared_name: bool = False  # carried by a large part of the batch: no evidence of one fact
+    # The known kinds of relation and roles the name states, when every word of it is
+    # explained by the vocabulary; empty when a word is not (a verb of change, a marker,
+    # a qualifier): then the name is no evidence of a kind.
+    kinds: frozenset[str] = frozenset()
+    # Directions of the verbs of change the name says ("up", "down", "other").
+    change: frozenset[str] = frozenset()
 
     @property
     def symmetric(self) -> bool:
@@ -52,11 +59,32 @@ def batch_shared_names(counts: Mapping[str, int], total: int, share: float) -> f
 FUZZY_TEXT_CHARS = 2000
 
 
-def _kind(text: str, lexicon: Lexicon) -> Kind:
+def _change(text: str, lexicon: Lexicon) -> frozenset[str]:
+    """Directions of the verbs of change in ``text`` (increase, 减持, a cédé …)."""
+    return frozenset(way for way, pattern in lexicon.change.items() if pattern.search(text))
+
+
+def _kind(text: str, lexicon: Lexicon, change: frozenset[str]) -> Kind:
+    # A change of a state is an event ("raised its stake in" is no "stake in").
+    if change:
+        return "event"
     event, state = lexicon.events.any_in(text), lexicon.states.any_in(text)
     if event == state:
         return "unknown"
     return "event" if event else "state"
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def explained(name: str, words: TermSet, passive: bool, lexicon: Lexicon) -> bool:
+    """Whether every word (en/fr) or character run (zh) of ``name`` is accounted for by
+    ``words`` (leftmost-longest: the kinds' own words, function words, modifiers),
+    numbers, and — where a passive pattern recognised the voice — its markers."""
+    rest = words.removed_from(name)
+    if passive:
+        rest = lexicon.markers.removed_from(rest)
+    return _LETTER.search(without_numbers(rest)) is None
 
 
 @dataclass(frozen=True)
@@ -68,15 +96,18 @@ class _NameFeatures:
     symmetry: Symmetry
     kind: Kind
     generic_name: bool
+    kinds: frozenset[str]
+    change: frozenset[str]
 
 
 _NAME_CACHE_SIZE = 100_000
 
 
 def _symmetry(name: str, roles: frozenset[str], passive: bool, lexicon: Lexicon) -> Symmetry:
-    """Symmetric only by a symmetric word and nothing directed outside it ("co-founder
-    with" is symmetric, "ally and commander of" is not); directed by a directed word,
-    a role, a passive or receiving form; anything else is unknown — for the LLM to judge."""
+    """Symmetric only by a symmetric word, nothing directed outside it ("co-founder
+    with" is symmetric, "ally and commander of" is not) and no word left unexplained
+    ("ally in the quest" is the LLM's call); directed by a directed word, a role, a
+    passive or receiving form; anything else is unknown — for the LLM to judge."""
     if not name or name in lexicon.generic:
         # A generic name's direction is unknown, unless the user declared it symmetric
         # (``symmetric_relations = ["related"]`` for a graph whose edges are undirected).
@@ -91,7 +122,9 @@ def _symmetry(name: str, roles: frozenset[str], passive: bool, lexicon: Lexicon)
     )
     if directed:
         return "unknown" if has_symmetric else "directed"
-    return "symmetric" if has_symmetric else "unknown"
+    if has_symmetric and explained(name, lexicon.symmetric_words, passive, lexicon):
+        return "symmetric"
+    return "unknown"
 
 
 def _passive(text: str, lexicon: Lexicon) -> bool:
@@ -103,15 +136,20 @@ def _name_features(name: str, lexicon: Lexicon) -> _NameFeatures:
     known: _NameFeatures | None = lexicon.name_cache.get(name)
     if known is None:
         roles = lexicon.roles.found_in(name)
+        predicates = lexicon.predicates.found_in(name)
         passive = _passive(name, lexicon)
+        change = _change(name, lexicon)
+        kinds = predicates | {f"role:{role}" for role in roles}
         known = _NameFeatures(
             roles=roles,
-            predicates=lexicon.predicates.found_in(name),
+            predicates=predicates,
             passive=passive,
             inverse_sides=lexicon.inverse.sides(name),
             symmetry=_symmetry(name, roles, passive, lexicon),
-            kind=_kind(name, lexicon),
+            kind=_kind(name, lexicon, change),
             generic_name=not name or name in lexicon.generic,
+            kinds=kinds if explained(name, lexicon.kind_words, passive, lexicon) else frozenset(),
+            change=change,
         )
         if len(lexicon.name_cache) >= _NAME_CACHE_SIZE:
             lexicon.name_cache.clear()
@@ -136,7 +174,13 @@ def relation_features(
     lead = description[:_LEAD_CHARS]
     roles = by_name.roles or lexicon.roles.found_in(description)
     # A name that says nothing leaves the description to say what kind of fact it is.
-    kind = by_name.kind if by_name.kind != "unknown" or not generic else _kind(lead, lexicon)
+    # Verbs of change are read in names only: a description's "lowers blood pressure" or
+    # "raising his salary" tells what happened, not that the relation is a change.
+    kind = (
+        by_name.kind
+        if by_name.kind != "unknown" or not generic
+        else _kind(lead, lexicon, frozenset())
+    )
     passive = by_name.passive or (generic and _passive(lead, lexicon))
     return RelationFeatures(
         name=name,
@@ -157,4 +201,6 @@ def relation_features(
         kind=kind,
         generic_name=generic,
         shared_name=generic or name in shared_names,
+        kinds=frozenset() if generic else by_name.kinds,
+        change=by_name.change,
     )

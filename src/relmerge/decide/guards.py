@@ -19,6 +19,12 @@ def _opposed(left: frozenset[tuple[int, int]], right: frozenset[tuple[int, int]]
     return any((index, 1 - side) in right for index, side in left)
 
 
+def _opposite_change(left: frozenset[str], right: frozenset[str]) -> bool:
+    """A change up (increase, buy) against a change down (reduce, sell)."""
+    ways = {"up", "down"}
+    return left != right and bool(left & ways) and bool(right & ways) and left | right >= ways
+
+
 def fired_guards(a: RelationFeatures, b: RelationFeatures) -> list[str]:
     """Names of the guards that fire for the pair (empty: nothing forbids a merge)."""
     fired = []
@@ -33,7 +39,7 @@ def fired_guards(a: RelationFeatures, b: RelationFeatures) -> list[str]:
         fired.append("predicate")
     if a.negated != b.negated:
         fired.append("negation")
-    if _opposed(a.opposite_sides, b.opposite_sides):
+    if _opposed(a.opposite_sides, b.opposite_sides) or _opposite_change(a.change, b.change):
         fired.append("opposite")
     if a.passive != b.passive or _opposed(a.inverse_sides, b.inverse_sides):
         fired.append("direction")

@@ -3,6 +3,7 @@
 Every language file is merged into one :class:`Lexicon`; terms are compiled once into
 matchers that respect word boundaries for Latin script and match CJK as substrings. The
 files hold general words of each language (see their README), never words of one data set.
+:func:`build_lexicon` builds one from parsed files, so that a bench can hold entries out.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
@@ -31,6 +33,14 @@ def _term_pattern(term: str) -> str:
     before = r"(?<!\w)" if term[0].isalnum() else ""
     after = r"(?!\w)" if term[-1].isalnum() else ""
     return before + escaped + after
+
+
+def entry_pattern(key: str, entry: str) -> re.Pattern[str]:
+    """How an entry of ``key`` (as :func:`vocabulary_entries` names it) is matched in
+    normalised text: a pattern key's entry is itself a regular expression."""
+    if key.split(".")[0] in PATTERN_KEYS:
+        return re.compile(entry)
+    return re.compile(_term_pattern(entry))
 
 
 class TermSet:
@@ -128,6 +138,19 @@ class Lexicon:
     # of one pair are two facts, even with the same numbers (R6).
     events: TermSet = field(default_factory=lambda: TermSet([]))
     states: TermSet = field(default_factory=lambda: TermSet([]))
+    # Verbs of change by direction ("up": increase, buy; "down": reduce, sell; "other"),
+    # as patterns with their inflections: a change of a state is an event, never the state.
+    change: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    # Words that explain a name without naming a kind of relation: function words and
+    # modifiers that change no fact ("of", "the", "de", "的").
+    function_words: TermSet = field(default_factory=lambda: TermSet([]))
+    # Voice markers ("by", "par", 被, 由 …): they explain a name only where a passive
+    # pattern recognised them.
+    markers: TermSet = field(default_factory=lambda: TermSet([]))
+    # What explains every word of a name of a known kind: the kinds' and roles' own
+    # spellings and the function words; for a symmetric name, the symmetric words too.
+    kind_words: TermSet = field(default_factory=lambda: TermSet([]))
+    symmetric_words: TermSet = field(default_factory=lambda: TermSet([]))
     # What each relation name (normalised) says by itself: names repeat across a batch.
     name_cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -141,7 +164,11 @@ _TERM_KEYS = (
     "events",
     "states",
     "passive",
+    "function_words",
+    "markers",
 )
+# Keys whose entries are regular expressions, not terms.
+PATTERN_KEYS = frozenset({"passive", "change"})
 
 
 def _files() -> list[tuple[str, str]]:
@@ -161,17 +188,71 @@ def lexicon_digest() -> str:
     return digest.hexdigest()
 
 
+def shipped_vocabulary() -> list[dict[str, Any]]:
+    """The parsed language files shipped in ``relmerge.data.lexicon``."""
+    return [tomllib.loads(text) for _, text in _files()]
+
+
+def vocabulary_entries(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, entry) for every term or pattern of one parsed file; a table's entries
+    under ``table.group`` ("roles.ceo"), both sides of every pair under the pair's key."""
+    for key, value in data.items():
+        if isinstance(value, dict):
+            for group, items in value.items():
+                if isinstance(items, list):
+                    yield from ((f"{key}.{group}", str(item)) for item in items)
+                else:  # ordinals: spelled-out number → value
+                    yield key, group
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, list):
+                    yield from ((key, str(side)) for side in item)
+                else:
+                    yield key, str(item)
+
+
+def vocabulary_without(data: Mapping[str, Any], drop: Callable[[str, str], bool]) -> dict[str, Any]:
+    """One parsed file without the entries ``drop(key, entry)`` names; a pair goes with
+    either of its sides (``vocabulary_entries`` gives the keys)."""
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            table: dict[str, Any] = {}
+            for group, items in value.items():
+                if isinstance(items, list):
+                    table[group] = [i for i in items if not drop(f"{key}.{group}", str(i))]
+                elif not drop(key, group):
+                    table[group] = items
+            kept[key] = table
+        elif isinstance(value, list):
+            kept[key] = [
+                item
+                for item in value
+                if not any(
+                    drop(key, str(side)) for side in (item if isinstance(item, list) else [item])
+                )
+            ]
+        else:
+            kept[key] = value
+    return kept
+
+
 @cache
 def load_lexicon() -> Lexicon:
     """All language files shipped in ``relmerge.data.lexicon``, merged."""
+    return build_lexicon(shipped_vocabulary())
+
+
+def build_lexicon(files: Iterable[Mapping[str, Any]]) -> Lexicon:
+    """One :class:`Lexicon` from parsed language files, merged."""
     terms: dict[str, list[str]] = {key: [] for key in _TERM_KEYS}
     opposites: list[list[str]] = []
     inverse: list[list[str]] = []
     roles: dict[str, list[str]] = {}
     predicates: dict[str, list[str]] = {}
+    change: dict[str, list[str]] = {}
     ordinals: dict[str, int] = {}
-    for _, text in _files():
-        data = tomllib.loads(text)
+    for data in files:
         for key in _TERM_KEYS:
             terms[key] += data.get(key, [])
         opposites += data.get("opposites", [])
@@ -180,9 +261,15 @@ def load_lexicon() -> Lexicon:
             roles.setdefault(role, []).extend(spellings)
         for predicate, spellings in data.get("predicates", {}).items():
             predicates.setdefault(predicate, []).extend(spellings)
+        for direction, patterns in data.get("change", {}).items():
+            change.setdefault(direction, []).extend(patterns)
         ordinals.update(
             {normalize_key_text(k): int(v) for k, v in data.get("ordinals", {}).items()}
         )
+    kind_words = [
+        *terms["function_words"],
+        *(spelling for group in (roles, predicates) for s in group.values() for spelling in s),
+    ]
     return Lexicon(
         symmetric=TermSet(terms["symmetric"]),
         negation=TermSet(terms["negation"]),
@@ -197,6 +284,15 @@ def load_lexicon() -> Lexicon:
         receiving=TermSet(terms["receiving"]),
         events=TermSet(terms["events"]),
         states=TermSet(terms["states"]),
+        change={
+            direction: re.compile("|".join(f"(?:{pattern})" for pattern in patterns))
+            for direction, patterns in change.items()
+            if patterns
+        },
+        function_words=TermSet(terms["function_words"]),
+        markers=TermSet(terms["markers"]),
+        kind_words=TermSet(kind_words),
+        symmetric_words=TermSet([*kind_words, *terms["symmetric"]]),
     )
 
 
@@ -205,5 +301,6 @@ def lexicon_for(config: DeduplicateRelationsConfig) -> Lexicon:
     lexicon = load_lexicon()
     if not config.symmetric_relations:
         return lexicon
-    extra = TermSet([*lexicon.symmetric.terms, *config.symmetric_relations])
-    return replace(lexicon, symmetric=extra, name_cache={})
+    extra = [*lexicon.symmetric.terms, *config.symmetric_relations]
+    words = TermSet([*lexicon.symmetric_words.terms, *config.symmetric_relations])
+    return replace(lexicon, symmetric=TermSet(extra), symmetric_words=words, name_cache={})

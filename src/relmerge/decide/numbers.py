@@ -94,6 +94,11 @@ def extract_numbers(text: str, lexicon: Lexicon) -> frozenset[float]:
     return frozenset(found)
 
 
+def without_numbers(text: str) -> str:
+    """``text`` with its numbers (Arabic, Chinese, 百分之) blanked out."""
+    return _CN_RUN.sub(" ", _ARABIC.sub(" ", text.replace("百分之", " ")))
+
+
 def numbers_conflict(left: frozenset[float], right: frozenset[float]) -> bool:
     """Two mentions name other quantities when each has a number the other lacks.
 

@@ -16,8 +16,9 @@ Automatic merges only where the evidence cannot mean two facts:
 * ``embedding_high`` / ``description_high`` (merge): the cosine band of the pair's mode,
   only where a threshold is set — the shipped defaults come from ``bench/calibrate.py``,
   which enables a band only where its precision on data it was not tuned on is ≥ 0.99.
-  With names (full mode) both must name the same known kind of relation or role
-  (the vocabulary's ``predicates`` and ``roles``): an unknown name is no evidence;
+  With names (full mode) both must name the same known kinds of relation or roles
+  (the vocabulary's ``predicates`` and ``roles``), every word of each explained by the
+  vocabulary: an unknown name, or an unexplained word in one, is no evidence;
 * ``fuzzy_low`` (keep): fuzzy < ``auto_keep_fuzzy`` and cosine below the mode's keep
   cosine (cross-language duplicates have fuzzy ≈ 0, so fuzzy alone never keeps them);
 * ``band`` (to the LLM): everything in between.
@@ -53,8 +54,10 @@ class PairDecision:
 
 
 def same_known_kind(a: RelationFeatures, b: RelationFeatures) -> bool:
-    """Both names state one known kind of relation (capital of / 省会) or one role."""
-    return bool(a.predicates & b.predicates or a.roles & b.roles)
+    """Both names state the same known kinds of relation (capital of / 省会) or roles,
+    and every word of each is explained by the vocabulary ("raised its stake in" is not
+    of the kind "stake in": a word the vocabulary cannot explain may change the fact)."""
+    return bool(a.kinds) and a.kinds == b.kinds
 
 
 def _merge_cosine(mode: str, config: DeduplicateRelationsConfig) -> float | None:
