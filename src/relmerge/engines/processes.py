@@ -265,7 +265,7 @@ class ProcessEngine:
 
     def _dispatch(self) -> None:
         """Hand waiting chunks to the workers holding fewest, up to two each."""
-        while self._waiting:
+        while self._waiting and self._pool and not self._closing:
             worker = min(self._pool, key=lambda w: w.chunks)
             if worker.chunks >= _PER_WORKER:
                 return
