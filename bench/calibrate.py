@@ -58,7 +58,7 @@ from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 

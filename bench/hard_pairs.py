@@ -29,7 +29,7 @@ from relmerge.eval.gold import load_gold
 from relmerge.io.load import read_entities
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 
 REPO = Path(__file__).resolve().parents[1]

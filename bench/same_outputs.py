@@ -54,7 +54,7 @@ import orjson
 from judge_server import JudgeServer
 from labelled import load_real
 from real_sources import REAL, REPO, SHARED, SOURCES, load_source
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 
 DEV = SHARED / "dev"
 VARYING_LOG_FIELDS = ("cached", "prompt")

@@ -96,7 +96,7 @@ from relmerge.io.records import RawRecord
 from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder, Vectors
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 from synthetic import generate_semantic, semantic_summary

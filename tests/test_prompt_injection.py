@@ -26,12 +26,12 @@ from relmerge import JudgeContext, RelationJudge
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import InvalidAnswerError
 from relmerge.ids import merged_relation_id
-from relmerge.model import ExtractedRelation
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.normalize import normalize_key_text
 from relmerge.pipeline import RunOutput
 from relmerge.prompts import cluster_relations, judge_pair, merge_relations
 from relmerge.prompts.base import DATA_NOT_INSTRUCTIONS, fenced_json
-from relmerge.prompts.context import EntityContext, directed_record
+from relmerge.prompts.context import directed_record
 from relmerge.providers.base import LLMRequest, Message
 from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.fake import ScriptedLLM, request_records

@@ -23,9 +23,8 @@ import orjson
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.decide.memory import Remembered
-from relmerge.model import ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress, working_on
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation, StepIssue
+from relmerge.progress import NoProgress, Progress, WorkedProgress, working_on
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.stages.exact import ExactOutcome, ExactStage
@@ -62,10 +61,9 @@ class RecordedProgress(NoProgress):
 
     def replay(self, progress: Progress) -> None:
         """The seconds first: the driver ends a phase whose total the advances reach."""
-        worked = getattr(progress, "worked", None)
-        if callable(worked):
+        if isinstance(progress, WorkedProgress):
             for stage, seconds in self.seconds.items():
-                worked(stage, seconds)
+                progress.worked(stage, seconds)
         for stage, amount in self.totals.items():
             progress.add_total(stage, amount)
         for stage, amount in self.advanced.items():

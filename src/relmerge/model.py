@@ -1,7 +1,9 @@
-"""Frozen value types shared by all stages: the relation record, issues and decisions."""
+"""Frozen value types shared by all stages: the relation record, the entities of a pair,
+issues and decisions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -151,6 +153,17 @@ class ExtractedRelation(BaseModel):
         if self.chunk_id not in ids and not self.chunk_id.startswith("dedup_"):
             ids.append(self.chunk_id)
         return ids
+
+
+@dataclass(frozen=True)
+class EntityContext:
+    """One entity as the judge sees it: its (canonical) id, name, and optional profile and
+    type (from an entities file, the step's ``entities`` artifact, or an app's context)."""
+
+    entity_id: str
+    name: str
+    profile: str | None = None
+    type: str | None = None
 
 
 class IssueSubject(BaseModel):

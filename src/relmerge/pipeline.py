@@ -40,22 +40,23 @@ from relmerge.intake import Intake, plan_chunks, take_in
 from relmerge.io.records import RawRecord, Rejected
 from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
-from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
+from relmerge.model import STEP_NAME, EntityContext, ExtractedRelation, StepIssue
 from relmerge.progress import (
+    CountsBytes,
     NoProgress,
+    PhaseTimes,
     Progress,
-    ProgressModel,
     as_progress,
     input_size,
     working_on,
 )
-from relmerge.prompts.context import EntityContext
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.breaker import CircuitBreakerModel
 from relmerge.providers.cached import CachingModel, persistent_layer
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.limits import BudgetModel
+from relmerge.providers.progress import ProgressModel
 from relmerge.review.memory import AnswerMemory
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stages.semantic.neighbours import EntityReport
@@ -321,9 +322,8 @@ class _Phases(NoProgress):
             if phase in self.started:
                 self.started.remove(phase)
                 self.ended.add(phase)
-                took = getattr(self.progress, "took", None)
-                if callable(took):
-                    took(phase, self.times[phase].worked(self._clock()))
+                if isinstance(self.progress, PhaseTimes):
+                    self.progress.took(phase, self.times[phase].worked(self._clock()))
                 self.progress.finish(phase)
 
 
@@ -376,7 +376,7 @@ def _read(
 
         def on_read(records: int) -> None:
             nonlocal done
-            now = int(getattr(raws, "bytes_read", done))
+            now = raws.bytes_read if isinstance(raws, CountsBytes) else done
             progress.advance("read", now - done)
             done = now
 

@@ -25,10 +25,9 @@ from relmerge.errors import InputError
 from relmerge.io.load import entity_from_dict, read_store_keys
 from relmerge.io.outdir import Fingerprint
 from relmerge.io.records import RawRecord
-from relmerge.model import STEP_NAME
+from relmerge.model import STEP_NAME, EntityContext
 from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.progress import Progress
-from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.cached import PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel

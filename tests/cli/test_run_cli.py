@@ -222,8 +222,8 @@ def test_dev_set_semantic_against_gold_judge_on_loopback(tmp_path: Path) -> None
     import collections
 
     from relmerge.eval.gold import load_gold
+    from relmerge.eval.gold_judge import GoldJudge
     from relmerge.eval.metrics import evaluate
-    from relmerge.providers.gold import GoldJudge
     from tests.support.gold_judge import gold_task_handler
     from tests.support.llm_server import LLMServer
 

@@ -26,9 +26,9 @@ from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
-from relmerge.model import Decision
+from relmerge.model import Decision, EntityContext
 from relmerge.prompts.base import truncate
-from relmerge.prompts.context import EntityContext, directed_record
+from relmerge.prompts.context import directed_record
 from relmerge.providers.base import LanguageModel
 from relmerge.units import Originals, Unit, member_ids
 

@@ -15,8 +15,7 @@ from relmerge.decide.block import BlockDecider, BlockResult
 from relmerge.decide.features import RelationFeatures
 from relmerge.decide.scores import BlockScores, Vectors
 from relmerge.decide.tiers import Orientation, PairDecision, decide_pair
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.units import Unit
 
 

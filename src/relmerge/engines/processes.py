@@ -34,16 +34,13 @@ from relmerge.decide.retry import report_unreachable
 from relmerge.engines.gateway import Outcome, answer, raise_failure
 from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
 from relmerge.engines.workers import DeskModel, recipe_for
-from relmerge.errors import ConfigError
+from relmerge.errors import ConfigError, WorkerDied
 from relmerge.progress import working
-from relmerge.providers.cached import persistent_layer
+from relmerge.providers.base import layers
+from relmerge.providers.cached import CachingModel, persistent_layer
 from relmerge.providers.embedding import Vectors
 
 _PER_WORKER = 2  # chunks a worker holds at once: the one it works and the next
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended in the middle of the run."""
 
 
 class _Worker:
@@ -206,10 +203,10 @@ class ProcessEngine:
         if self._closing:
             return
         code = await worker.process.wait()
-        died = WorkerDied(
-            f"a relmerge worker process (pid {worker.process.pid}) ended in the middle of "
-            f"the run (exit code {code}); the same command resumes the run"
+        cached = self._run is not None and any(
+            isinstance(layer, CachingModel) for layer in layers(self._run.model)
         )
+        died = WorkerDied(worker.process.pid, code, cached)
         for key in worker.held:
             future = self._futures.get(key)
             if future is not None and not future.done():

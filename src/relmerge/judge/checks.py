@@ -11,8 +11,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.tiers import PairDecision
 from relmerge.errors import InputError
 from relmerge.judge.outcome import LLMOutcome, NoLLMVerdict
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.providers.accounting import AccountingModel
 
 RelationLike = ExtractedRelation | dict[str, Any] | str

@@ -46,8 +46,8 @@ from relmerge.judge.checks import (
 )
 from relmerge.judge.outcome import UNSURE, NoLLMVerdict, failure_of
 from relmerge.judge.preflight import Preflight
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext, directed_record
+from relmerge.model import EntityContext, ExtractedRelation
+from relmerge.prompts.context import directed_record
 from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel

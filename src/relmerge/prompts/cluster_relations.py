@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
-from relmerge.model import coerce_attributes
+from relmerge.model import EntityContext, coerce_attributes
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
     answer_tokens,
@@ -26,7 +26,7 @@ from relmerge.prompts.base import (
     refuse_truncated,
     shown,
 )
-from relmerge.prompts.context import RULES, EntityContext, entity_block
+from relmerge.prompts.context import RULES, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster"

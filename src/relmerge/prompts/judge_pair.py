@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
+from relmerge.model import EntityContext
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
     answer_tokens,
@@ -21,7 +22,7 @@ from relmerge.prompts.base import (
     fenced_json,
     shown,
 )
-from relmerge.prompts.context import RULES, EntityContext, entity_block
+from relmerge.prompts.context import RULES, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# Re-exported: the kernel reaches the stack's layers through this module.
+from relmerge.wrapping import Wrapping as Wrapping
+from relmerge.wrapping import layers as layers
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -88,3 +92,69 @@ class NoLanguageModel:
         from relmerge.errors import ProviderError
 
         raise ProviderError("no language model is configured (--llm none)", retryable=False)
+
+
+# -- What a layer of a model stack can do --------------------------------------------------
+#
+# A run's model is a stack of layers (``relmerge.wrapping``). What the run needs from a
+# particular layer is one of these protocols, found by walking the stack with ``layers``.
+
+
+@runtime_checkable
+class Preflightable(Protocol):
+    """A provider that can check its endpoint before a run spends anything."""
+
+    async def preflight(self) -> int:
+        """One minimal request (retried while a server is starting); the requests sent.
+        Raises :class:`~relmerge.errors.ProviderError` when the endpoint cannot work."""
+        ...
+
+
+@runtime_checkable
+class CacheIdentified(Protocol):
+    """A provider that says what, besides a request, determines its answers (for cache
+    keys): a dict for a language model (provider, endpoint, model, response format), a
+    string for an embedder. ``None``: the class and the model name say it."""
+
+    @property
+    def cache_identity(self) -> object: ...
+
+
+@runtime_checkable
+class InvalidAnswerCounter(Protocol):
+    """The layer that counts answers that arrived but were unusable (the accounting)."""
+
+    def note_invalid(self) -> None: ...
+
+
+@runtime_checkable
+class UnreachableCounter(Protocol):
+    """The layer that hears of questions no attempt of which got any answer (the circuit
+    breaker, or on a worker the door to the driver's breaker)."""
+
+    def note_unreachable(self) -> None: ...
+
+
+def preflighter(component: object) -> Preflightable | None:
+    """The outermost layer that can check its endpoint, if any."""
+    return next((layer for layer in layers(component) if isinstance(layer, Preflightable)), None)
+
+
+def unreachable_counter(component: object) -> UnreachableCounter | None:
+    """The outermost layer that counts unanswered questions (the breaker), if any."""
+    found = (layer for layer in layers(component) if isinstance(layer, UnreachableCounter))
+    return next(found, None)
+
+
+def cache_identity(component: object) -> object:
+    """The identity of the first layer that states one (None if none does)."""
+    for layer in layers(component):
+        if isinstance(layer, CacheIdentified) and layer.cache_identity is not None:
+            return layer.cache_identity
+    return None
+
+
+def innermost(component: object) -> object:
+    """The provider at the bottom of a stack."""
+    *_, last = layers(component)
+    return last

@@ -22,8 +22,7 @@ from relmerge.decide.memory import Remembered
 from relmerge.decide.merged import rule_fields
 from relmerge.decide.text import embedding_text
 from relmerge.engines.base import BlockEngine, LocalEngine
-from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
-from relmerge.prompts.context import EntityContext
+from relmerge.model import Decision, EntityContext, IssueResolution, IssueSubject, StepIssue
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import exact_key
