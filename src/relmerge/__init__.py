@@ -12,7 +12,7 @@ from relmerge.context import DictContext
 from relmerge.errors import RelmergeError
 from relmerge.judge import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
-from relmerge.step import DeduplicateRelations
+from relmerge.run.step import DeduplicateRelations
 
 # The one place the version is written: the build reads it (pyproject [tool.hatch.version]),
 # `relmerge --version` prints it.

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relmerge.config import DeduplicateRelationsConfig
+from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings
 from relmerge.decide.ask import ask_judge
 from relmerge.decide.clarify import clarification
 from relmerge.decide.features import relation_features
@@ -48,9 +48,9 @@ from relmerge.judge.outcome import UNSURE, NoLLMVerdict, failure_of
 from relmerge.judge.preflight import Preflight
 from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.prompts.context import directed_record
-from relmerge.providers.accounting import AccountingModel
 from relmerge.providers.base import LanguageModel, NoLanguageModel
-from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.stack import build_embedder_stack, build_model_stack, get_embedder
 from relmerge.review.clarifiers import Clarifier
 from relmerge.review.memory import AnswerMemory
 
@@ -86,13 +86,13 @@ class RelationJudge:
         memory: AnswerMemory | None = None,
     ) -> None:
         self.config = config or DeduplicateRelationsConfig()
-        self.llm = AccountingModel(llm or NoLanguageModel())
-        if embedder is None:
-            from relmerge.providers.use_embed import UseEmbedder
-
-            embedder = UseEmbedder()
+        # No run limits: a budget or a breaker of a run would outlive it in an app.
+        stack = build_model_stack(llm or NoLanguageModel(), self.config, run_limits=False)
+        self.llm = stack.model
         self.embedder = (
-            embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
+            build_embedder_stack(embedder)
+            if embedder is not None
+            else get_embedder(EmbeddingSettings())  # the default: the offline USE
         )
         self.clarifier = clarifier
         self.memory = memory if memory is not None else AnswerMemory()

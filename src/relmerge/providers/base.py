@@ -146,14 +146,6 @@ def unreachable_counter(component: object) -> UnreachableCounter | None:
     return next(found, None)
 
 
-def cache_identity(component: object) -> object:
-    """The identity of the first layer that states one (None if none does)."""
-    for layer in layers(component):
-        if isinstance(layer, CacheIdentified) and layer.cache_identity is not None:
-            return layer.cache_identity
-    return None
-
-
 def innermost(component: object) -> object:
     """The provider at the bottom of a stack."""
     *_, last = layers(component)
