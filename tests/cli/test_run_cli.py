@@ -171,7 +171,7 @@ def test_a_run_made_under_other_decision_rules_is_not_resumed(
     base += ["--embedding", "hash"]
     assert _run(*base)[0] == 0
     assert _run(*base)[0] == 0  # same rules: a re-run is allowed
-    monkeypatch.setattr("relmerge.cli.run.rules_fingerprint", lambda: "other rules")
+    monkeypatch.setattr("relmerge.run.fingerprint.rules_fingerprint", lambda: "other rules")
     code, text = _run(*base)
     assert code == 2 and "--overwrite" in text
     assert _run(*base, "--overwrite")[0] == 0

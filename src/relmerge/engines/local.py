@@ -12,7 +12,6 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
 from relmerge.engines.base import ChunkEngine, ChunkRun, collect, recipe_for
-from relmerge.engines.processes import ProcessEngine
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.stages.chunk import ChunkResult, ChunkTask, work_chunk
 
@@ -24,6 +23,9 @@ def default_engine(chunks: int, embedder: EmbeddingModel | None) -> ChunkEngine:
     run side by side while this process reads and writes. Otherwise this process."""
     workers = min(os.cpu_count() or 1, chunks)
     if workers >= 2 and embedder is not None and recipe_for(embedder) is not None:
+        # Imported here: the worker module (``python -m relmerge.engines.process_worker``)
+        # must not be imported by ``import relmerge`` before it runs as __main__.
+        
         return ProcessEngine(workers)
     return LocalEngine()
 
