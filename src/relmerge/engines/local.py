@@ -25,7 +25,8 @@ def default_engine(chunks: int, embedder: EmbeddingModel | None) -> ChunkEngine:
     if workers >= 2 and embedder is not None and recipe_for(embedder) is not None:
         # Imported here: the worker module (``python -m relmerge.engines.process_worker``)
         # must not be imported by ``import relmerge`` before it runs as __main__.
-        
+        from relmerge.engines.processes import ProcessEngine
+
         return ProcessEngine(workers)
     return LocalEngine()
 
