@@ -38,11 +38,13 @@ from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import PairDecision
 from relmerge.judge.batch import check_batch
 from relmerge.judge.checks import (
+    KEEP_REASONS,
     JudgeContext,
     PendingCheck,
     RelationLike,
     Verdict,
     as_relation,
+    llm_merge,
 )
 from relmerge.judge.outcome import UNSURE, NoLLMVerdict, failure_of
 from relmerge.judge.preflight import Preflight
@@ -55,13 +57,6 @@ from relmerge.review.clarifiers import Clarifier
 from relmerge.review.memory import AnswerMemory
 
 __all__ = ["JudgeContext", "RelationJudge", "RelationLike", "Verdict"]
-
-_KEEP_REASONS = {
-    "endpoints": "the relations are not between the same two entities",
-    "direction": "reversed direction of a directed relation",
-    "known_distinct": "judged distinct before",
-    "remembered": "a person answered this question before",
-}
 
 
 def _best(pairs: Sequence[PairDecision]) -> PairDecision:
@@ -166,7 +161,7 @@ class RelationJudge:
                 tier=best.tier,
                 scores=best.scores,
                 matched_relation_id=olds[best.b - 1].relation_id,
-                reason=_KEEP_REASONS["remembered"]
+                reason=KEEP_REASONS["remembered"]
                 if best.tier == "remembered"
                 else f"tier {best.tier}: the scores are in its merge band",
             )
@@ -178,7 +173,7 @@ class RelationJudge:
                 decision="keep_both",
                 tier=decisive.tier,
                 scores=best_scores,
-                reason=_KEEP_REASONS.get(
+                reason=KEEP_REASONS.get(
                     decisive.tier, "the scores are below the keep band for every existing relation"
                 ),
             )
@@ -219,22 +214,10 @@ class RelationJudge:
             return failure_of(error)
         if outcome.verdict == "unsure":
             return UNSURE
-        if outcome.verdict == "merge":
+        if outcome.verdict == "merge" and outcome.duplicate_of is not None:
             index = next(i for i, r in enumerate(olds) if r.relation_id == outcome.duplicate_of)
-            pair = pairs[index]
-            if pair.hard:  # a hard keep binds the LLM too (known direction, other endpoints)
-                return Verdict(
-                    decision="keep_both",
-                    tier=pair.tier,
-                    scores=pair.scores,
-                    reason=f"the LLM said merge, but {_KEEP_REASONS[pair.tier]}",
-                )
-            return Verdict(
-                decision="merge",
-                tier="llm",
-                scores=pair.scores,
-                matched_relation_id=outcome.duplicate_of,
-                reason=outcome.reason,
+            return llm_merge(
+                pairs[index], outcome.duplicate_of, outcome.reason, "the LLM said merge"
             )
         best = max(pairs, key=lambda p: p.scores["cosine"])
         return Verdict(decision="keep_both", tier="llm", scores=best.scores, reason=outcome.reason)
