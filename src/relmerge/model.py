@@ -7,7 +7,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 STEP_NAME = "deduplicate_relations"
 
@@ -197,7 +206,10 @@ Stage = Literal["exact", "semantic", "judge"]
 
 
 class Decision(BaseModel):
-    """One line of ``decisions.jsonl``: who decided what about which input relations."""
+    """One line of ``decisions.jsonl``: who decided what about which input relations.
+
+    ``prompt``: the prompt and its version an LLM decision answered
+    (``relation_cluster@2``); left out of the line of a decision no LLM made."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -212,3 +224,11 @@ class Decision(BaseModel):
     cached: bool = False
     round: int | None = None
     reason: str | None = None
+    prompt: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_prompt(self, serialize: SerializerFunctionWrapHandler) -> Any:
+        data = serialize(self)
+        if isinstance(data, dict) and data.get("prompt") is None:
+            data.pop("prompt", None)
+        return data

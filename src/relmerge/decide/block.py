@@ -27,6 +27,7 @@ from relmerge.decide.merged import joined_description
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision, EntityContext
+from relmerge.prompts import cluster_relations, judge_pair
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import directed_record
 from relmerge.providers.base import LanguageModel, LLMResult
@@ -155,13 +156,14 @@ class _Rounds:
 class _Answer:
     """A validated answer about a batch: merged groups and unsure groups (positions in
     the batch), the fields the LLM wrote for a merged group (by group position), its
-    reason (a pairwise verdict's) and the model's result."""
+    reason (a pairwise verdict's), the model's result and the prompt it answered."""
 
     groups: list[list[int]]
     unsure: list[list[int]]
     fields: dict[int, dict[str, Any]]
     reason: str | None
     result: LLMResult
+    prompt: str  # the prompt and its version that was answered
 
 
 class BlockDecider:
@@ -380,6 +382,7 @@ class BlockDecider:
                     verdict="merge" if not refused else "partial_merge",
                     model=answer.result.model,
                     cached=answer.result.cached,
+                    prompt=answer.prompt,
                     round=result.rounds,
                     reason=answer.reason or why,
                 )
@@ -408,9 +411,17 @@ class BlockDecider:
                     fields={},
                     reason=verdict.reason,
                     result=result,
+                    prompt=judge_pair.PROMPT,
                 )
             outcome, result = await ask_cluster(self.llm, records, entities, self.config, attempts)
-            return _Answer(outcome.groups, outcome.unsure, outcome.fields, None, result)
+            return _Answer(
+                outcome.groups,
+                outcome.unsure,
+                outcome.fields,
+                None,
+                result,
+                cluster_relations.PROMPT,
+            )
 
     def _unsure(
         self,
@@ -446,6 +457,7 @@ class BlockDecider:
                 verdict=policy,
                 model=answer.result.model,
                 cached=answer.result.cached,
+                prompt=answer.prompt,
                 round=result.rounds,
                 reason="the LLM was unsure; no person answered, the policy decided",
             )

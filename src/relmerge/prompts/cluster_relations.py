@@ -31,6 +31,7 @@ from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster"
 VERSION = 2
+PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
 
 
 class ClusterEntry(BaseModel):
@@ -106,7 +107,7 @@ def build_request(
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
     limit = answer_tokens(TASK, records, max_answer_tokens)
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit, prompt=PROMPT)
 
 
 class _Resolver:

@@ -27,6 +27,7 @@ from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"
 VERSION = 2
+PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
 
 JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
@@ -83,7 +84,7 @@ def build_request(
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
     limit = answer_tokens(TASK, records, max_answer_tokens)
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit, prompt=PROMPT)
 
 
 def validate_answer(parsed: Any, existing_ids: Sequence[str]) -> JudgeOutcome:

@@ -33,7 +33,9 @@ class LLMRequest:
     according to their ``response_format`` mode, unless ``relaxed`` (a retry after an
     invalid answer asks in prompt-only mode: a server whose grammar forced the invalid
     answer would force it again). ``max_tokens`` bounds the answer (sized from the task
-    and its records): an answer cut at the bound is invalid.
+    and its records): an answer cut at the bound is invalid. ``prompt`` names the prompt
+    and its version (``relation_cluster@2``, see ``relmerge.prompts``): part of the cache
+    key, so that an answer to an older prompt is never reused.
     """
 
     task: str
@@ -42,6 +44,7 @@ class LLMRequest:
     temperature: float = 0.0
     max_tokens: int | None = None
     relaxed: bool = False
+    prompt: str = ""
 
 
 @dataclass(frozen=True)

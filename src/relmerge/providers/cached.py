@@ -1,10 +1,11 @@
 """Cache wrappers: the same request never reaches a model twice, across runs.
 
 ``CachingModel`` replays an LLM answer for an identical request (same provider, endpoint,
-model, response format, task, messages, schema and temperature) and marks it ``cached``;
-answers are stored whatever they say, so a re-run replays the very same conversation,
-retries included, and ends with the same outputs. ``PersistentEmbedder`` does the same for
-embedding vectors, in chunks so that a killed run keeps what it had embedded.
+model, response format, prompt and its version, task, messages, schema and temperature)
+and marks it ``cached``; answers are stored whatever they say, so a re-run replays the
+very same conversation, retries included, and ends with the same outputs.
+``PersistentEmbedder`` does the same for embedding vectors, in chunks so that a killed run
+keeps what it had embedded.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def request_identity(request: LLMRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "relaxed": request.relaxed,
+        "prompt": request.prompt,
     }
 
 
