@@ -220,6 +220,8 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "fails group by group, and the run exits 3).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars, summary or warnings.")
+# long: click passes each option as a parameter (19 of them) and the docstring is --help;
+# the body only resolves them and hands over to show_plan / run_into_out / say_what_is_left.
 def run_command(
     input_path: str,
     out: str,
