@@ -19,7 +19,7 @@ rules-only with the model-free embedder and with the default one; with the
 gold-answering judge (``bench/judge_server.py`` over loopback HTTP, answers from
 ``gold.jsonl``), with and without the semantic stage; in small chunks
 (``records_per_chunk`` 40 through ``--config``) in this process, on two worker
-processes and on the engine the run chooses; then the five real graphs of ``bench/real_sources.py`` rules-only and with the
+processes, on the engine the run chooses and on Ray tasks; then the five real graphs of ``bench/real_sources.py`` rules-only and with the
 gold judge answering from their hand labels (``bench/data/real_labels``, via
 ``bench/labelled.py``). Last, the Python step (``DeduplicateRelations`` over a memory
 store) on the dev set, whose result fingerprint is computed apart from the CLI's.
@@ -136,6 +136,13 @@ def matrix() -> list[Run]:
             "dev-gold-chunks-default-engine",  # worker processes, as the run chooses them
             _dev_input,
             [*dev, *hash_],
+            _dev_gold,
+            SMALL_CHUNKS,
+        ),
+        Run(
+            "dev-gold-chunks-ray",  # Ray tasks on a local Ray (pip install relmerge[ray])
+            _dev_input,
+            [*dev, *hash_, "--engine", "ray"],
             _dev_gold,
             SMALL_CHUNKS,
         ),

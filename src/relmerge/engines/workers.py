@@ -1,7 +1,8 @@
 """What a chunk worker runs with, whatever carries its messages (Ray, a local pipe).
 
 The driver sends each worker one :class:`WorkerSetup` (:func:`worker_setup`); a worker
-then works each chunk with :func:`work_on_worker`. Its language model is a
+then works each chunk with :func:`work_on_worker`. Its language model is built by the
+composition root (``providers.stack.build_model_stack``) over a
 :class:`~relmerge.engines.gateway.GatewayModel`, whose requests go through a door to the
 driver's model stack (one budget, cache, breaker and count for the run). Its embedder is
 rebuilt from the driver's recipe (the default model, loaded once per worker process, or
@@ -26,6 +27,7 @@ from relmerge.errors import ProviderError
 from relmerge.progress import Progress
 from relmerge.providers.cached import PersistentEmbedder, persistent_layer
 from relmerge.providers.embedding import EmbeddingModel, Recipe, Vectors
+from relmerge.providers.stack import build_model_stack
 from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, work_chunk
 
 
@@ -73,17 +75,23 @@ async def work_on_worker(
     ``llm`` (a door to the driver's model), cached vectors through ``desk``. An endpoint
     that cannot work is the outcome (the run stops, as locally); a bug is raised."""
     meter = CpuMeter()
-    model = GatewayModel(llm if setup.llm_available else None, setup.llm_name, setup.llm_available)
+    # The worker's stack counts the unusable answers it sees (for the driver's accounting)
+    # and passes unanswered questions on to the driver's breaker; the run's limits, cache
+    # and progress are the driver's stack, behind the door.
+    gateway = GatewayModel(
+        llm if setup.llm_available else None, setup.llm_name, setup.llm_available
+    )
+    model = build_model_stack(gateway, setup.settings.config, run_limits=False)
     embedder = None
     if setup.settings.semantic:
         base = worker_base(setup.recipe) if setup.recipe is not None else None
-        door = desk if setup.desk else None
-        embedder = WorkerEmbedder(base, door, base.name if base is not None else "driver")
+        to_desk = desk if setup.desk else None
+        embedder = WorkerEmbedder(base, to_desk, base.name if base is not None else "driver")
     try:
-        result = await work_chunk(task, setup.settings, model, embedder, progress, meter)
+        result = await work_chunk(task, setup.settings, model.model, embedder, progress, meter)
     except ProviderError as error:
         return provider_failure(error), None
-    result.invalid_answers = model.invalid_answers
+    result.invalid_answers = model.stats.invalid_answers
     if embedder is not None:
         result.new_vectors = embedder.new
     return ("ok", None), result
