@@ -19,10 +19,16 @@ rules-only with the model-free embedder and with the default one; with the
 gold-answering judge (``bench/judge_server.py`` over loopback HTTP, answers from
 ``gold.jsonl``), with and without the semantic stage; in small chunks
 (``records_per_chunk`` 40 through ``--config``) in this process, on two worker
-processes, on the engine the run chooses and on Ray tasks; then the five real graphs of ``bench/real_sources.py`` rules-only and with the
+processes, on the engine the run chooses and on Ray tasks (local Ray: the ``ray``
+extra); then the five real graphs of ``bench/real_sources.py`` rules-only and with the
 gold judge answering from their hand labels (``bench/data/real_labels``, via
-``bench/labelled.py``). Last, the Python step (``DeduplicateRelations`` over a memory
-store) on the dev set, whose result fingerprint is computed apart from the CLI's.
+``bench/labelled.py``), one of them with the default embedder too. Last, the Python step
+(``DeduplicateRelations`` over a memory store) on the dev set, rules only and with the
+gold judge and a run cache, whose fingerprint is computed apart from the CLI's.
+
+To compare against code that is not checked out, export it (``git archive COMMIT``) into
+a folder beside ``../shared`` (the data is found at ``REPO/../shared/data``), copy this
+script into its ``bench/`` and run it there with that folder's ``src``.
 
     PYTHONPATH=src python bench/same_outputs.py > /tmp/before.txt       # old code
     PYTHONPATH=src python bench/same_outputs.py --compare /tmp/before.txt  # new code

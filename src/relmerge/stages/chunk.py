@@ -6,9 +6,12 @@
 :class:`ChunkSettings`) and returns plain values (:class:`ChunkResult`): what the driver
 writes (output relations as JSON, decisions, clarifications), adds up (counts, issues)
 or keeps for after the last chunk (the cross-block report's entries). It writes nothing
-itself. The local engine calls it in the driver; the Ray engine in a task on a worker,
-whose LLM requests go through the driver's gateway. Blocks never span chunks, so a chunk
-gives the same result wherever it is worked.
+itself. The local engine calls it in the driver; the worker-process and Ray engines on a
+worker, whose LLM requests go through the driver's gateway. Blocks never span chunks, so a
+chunk gives the same result wherever it is worked.
+
+It is the order of the stages in a chunk, so it lives with the stages, below the engines
+that run it and the run (``relmerge.run``) that picks an engine.
 """
 
 from __future__ import annotations
