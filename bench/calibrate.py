@@ -64,11 +64,11 @@ from relmerge.decide.scores import BlockScores
 from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import decide_pair, same_known_kind
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 from vocabulary import held_out_lexicon, using_lexicon

@@ -68,10 +68,11 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import DictContext
 from relmerge.io.load import read_jsonl
 from relmerge.io.records import RawRecord
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.fake import instant_merge_model
-from relmerge.step import DeduplicateRelations
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
+from relmerge.run.step import DeduplicateRelations
 from relmerge.stores import LocalStore, MemoryStore
 from relmerge.stores.base import ObjectStore
 from synthetic import generate  # bench/ is on sys.path when this file runs as a script

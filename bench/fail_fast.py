@@ -55,7 +55,7 @@ from tests.support.review_forgery import forged_requests, send  # noqa: E402
 
 from relmerge.data import sample_dir  # noqa: E402
 from relmerge.eval.gold import load_gold  # noqa: E402
-from relmerge.providers.gold import GoldJudge  # noqa: E402
+from relmerge.eval.gold_judge import GoldJudge  # noqa: E402
 
 SAMPLE = sample_dir()
 RELMERGE = [sys.executable, "-m", "relmerge"]

@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge_server import JudgeServer
 from relmerge import DeduplicateRelationsConfig, JudgeContext, RelationJudge
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.io.load import read_entities
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 
 REPO = Path(__file__).resolve().parents[1]

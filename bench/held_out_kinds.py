@@ -29,6 +29,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from relmerge.providers.gold import GoldJudge
+
 from labelled import Labelled, load_held_out_kinds, pair_counts
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.decide.features import relation_features
@@ -39,7 +41,6 @@ from relmerge.decide.tiers import decide_pair
 from relmerge.model import ExtractedRelation
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import CachedEmbedder
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 

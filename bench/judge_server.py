@@ -1,7 +1,7 @@
 """A gold-answering OpenAI-compatible judge server on 127.0.0.1, for benchmarks.
 
 It answers the three relmerge tasks (relation_merge, relation_cluster, relation_judge)
-from a gold file through :class:`relmerge.providers.gold.GoldJudge`, optionally with
+from a gold file through :class:`relmerge.eval.gold_judge.GoldJudge`, optionally with
 latency and an error rate p: so routing, LLM cost and clustering quality can be measured
 over real HTTP without a paid model.
 
@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge, task_of
+from relmerge.eval.gold_judge import GoldJudge, task_of
 
 
 class _Server(ThreadingHTTPServer):

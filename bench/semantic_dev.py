@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_server import JudgeServer
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 
 REPO = Path(__file__).resolve().parents[1]
 RELMERGE = [sys.executable, "-m", "relmerge"]

@@ -90,14 +90,15 @@ import orjson
 
 from exact_stage import HETA_RUNNER, HETA_VERSION, ensure_heta_venv  # bench/ is on sys.path
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.eval.metrics import evaluate
 from relmerge.io.load import read_jsonl
 from relmerge.io.records import RawRecord
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder, Vectors
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.use_embed import UseEmbedder
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stores import MemoryStore
 from synthetic import generate_semantic, semantic_summary
 

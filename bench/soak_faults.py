@@ -36,8 +36,8 @@ from tests.support.faults import (
 )
 from tests.support.gold_judge import gold_task_handler
 
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.eval.metrics import evaluate
-from relmerge.providers.gold import GoldJudge
 
 BASE_RATES = {"garbage": 0.3, "rate_limited": 0.1, "server_error": 0.05, "dropped": 0.02}
 F1_TOLERANCE = 0.05

@@ -28,7 +28,7 @@ from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 
 
 def run_args(out: Path, base_url: str, concurrency: int) -> list[str]:

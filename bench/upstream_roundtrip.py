@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_server import JudgeServer
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent

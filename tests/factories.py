@@ -9,9 +9,9 @@ import orjson
 
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.model import Decision
-from relmerge.pipeline import RunOutput
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.run.result import RunOutput
 from relmerge.stores import MemoryStore
 
 

@@ -23,8 +23,8 @@ from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictConte
 from relmerge.cli import main
 from relmerge.errors import InputError, RelmergeError
 from relmerge.io.load import read_input
-from relmerge.pipeline import run_pipeline
 from relmerge.providers.base import NoLanguageModel
+from relmerge.run.pipeline import run_pipeline
 from relmerge.stores import MemoryStore
 from tests.factories import record, step_log
 from tests.support.llm_server import LLMServer, Reply, json_reply, request_records

@@ -20,12 +20,12 @@ import pytest
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.retry import EMPTY_ANSWER
 from relmerge.errors import InvalidAnswerError
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.eval.metrics import evaluate
 from relmerge.model import ExtractedRelation
-from relmerge.pipeline import RunOutput
 from relmerge.prompts import cluster_relations, judge_pair, merge_relations
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.parsing import parse_json_answer
+from relmerge.run.result import RunOutput
 from relmerge.stores import MemoryStore
 from tests.factories import logged_clarifications, logged_decisions, record
 from tests.support.faults import (

@@ -38,10 +38,10 @@ from relmerge.errors import ProviderError
 from relmerge.ids import dedup_chunk_id, merged_relation_id
 from relmerge.model import ExtractedRelation
 from relmerge.normalize import normalize_key_text
-from relmerge.pipeline import RunOutput
 from relmerge.providers.base import LLMRequest
 from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.fake import Answer, ScriptedLLM
+from relmerge.run.result import RunOutput
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stores import MemoryStore
 

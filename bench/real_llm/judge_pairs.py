@@ -36,8 +36,8 @@ import orjson
 from relmerge import DeduplicateRelationsConfig
 from relmerge.decide.ask import ask_judge
 from relmerge.errors import ProviderError
+from relmerge.model import EntityContext
 from relmerge.prompts.base import truncate
-from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LLMRequest, LLMResult
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stages.llm_merge import GroupFailed

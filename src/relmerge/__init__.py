@@ -12,11 +12,8 @@ from relmerge.context import DictContext
 from relmerge.errors import RelmergeError
 from relmerge.judge import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
-from relmerge.step import DeduplicateRelations
-
-# The one place the version is written: the build reads it (pyproject [tool.hatch.version]),
-# `relmerge --version` prints it.
-__version__ = "0.1.0"
+from relmerge.run.step import DeduplicateRelations
+from relmerge.version import __version__ as __version__
 
 __all__ = [
     "Decision",

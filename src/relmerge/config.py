@@ -9,9 +9,10 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -22,6 +23,7 @@ from pydantic import (
 
 from relmerge.errors import ConfigError
 from relmerge.problems import OFF_FIELDS, OFF_WORDS, Problem, describe, shown
+from relmerge.registry import ProviderChoice
 
 ResponseFormat = Literal["json_schema", "json_object", "none"]
 
@@ -89,7 +91,7 @@ def band_problems(value: Callable[[str], float | None]) -> list[str]:
 
 
 class DeduplicateRelationsConfig(Settings):
-    """Configuration of the :class:`~relmerge.step.DeduplicateRelations` step.
+    """Configuration of the :class:`~relmerge.run.step.DeduplicateRelations` step.
 
     The first eleven fields are the seed's, with its names and defaults.
 
@@ -287,7 +289,11 @@ class EmbeddingSettings(Settings):
     model_config = ConfigDict(frozen=True, extra="forbid")
     settings_name: ClassVar[str] = "embedding settings"
 
-    provider: Literal["use", "hash", "openai"] = "use"
+    provider: Annotated[
+        str,
+        ProviderChoice("embedding"),
+        AfterValidator(ProviderChoice("embedding")),
+    ] = "use"
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -305,7 +311,11 @@ class LLMSettings(Settings):
     model_config = ConfigDict(frozen=True, extra="forbid")
     settings_name: ClassVar[str] = "LLM settings"
 
-    provider: Literal["none", "openai"] = "none"
+    provider: Annotated[
+        str,
+        ProviderChoice("llm"),
+        AfterValidator(ProviderChoice("llm")),
+    ] = "none"
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"

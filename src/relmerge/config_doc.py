@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
+from relmerge.registry import ProviderChoice
 
 # (TOML section, model, where its fields sit in a relmerge.toml file). The step's fields
 # sit at the top level, as FileConfig reads them.
@@ -66,7 +67,8 @@ NOTES: dict[tuple[type[BaseModel], str], str] = {
     (DeduplicateRelationsConfig, "temperature"): "Temperature of every LLM request.",
     (LLMSettings, "provider"): (
         '"none": rules only, nothing leaves the machine; "openai": any OpenAI-compatible '
-        "chat completions endpoint (set base_url and model)."
+        "chat completions endpoint (set base_url and model); or a provider an installed "
+        "plugin registers (see Writing a provider)."
     ),
     (LLMSettings, "base_url"): "Base URL of the endpoint, usually ending in /v1 (--llm-base-url).",
     (LLMSettings, "model"): "Model name to ask for (--llm-model).",
@@ -86,7 +88,8 @@ NOTES: dict[tuple[type[BaseModel], str], str] = {
     (EmbeddingSettings, "provider"): (
         '"use": the multilingual Universal Sentence Encoder shipped in a PyPI package, '
         'offline; "hash": hashed character n-grams, instant, lexical only; "openai": an '
-        "OpenAI-compatible /embeddings endpoint (set base_url and model)."
+        "OpenAI-compatible /embeddings endpoint (set base_url and model); or an embedder an "
+        "installed plugin registers (see Writing a provider)."
     ),
     (EmbeddingSettings, "base_url"): "Base URL of the embeddings endpoint (--embedding-base-url).",
     (EmbeddingSettings, "model"): "Embedding model name (--embedding-model).",
@@ -165,7 +168,8 @@ def toml_value(value: Any) -> str:
 def field_docs(model: type[BaseModel]) -> Iterator[FieldDoc]:
     """Every field of ``model``, in declaration order."""
     for name, info in model.model_fields.items():
-        kind = type_name(info.annotation)
+        named = next((m.names() for m in info.metadata if isinstance(m, ProviderChoice)), None)
+        kind = " | ".join(f'"{v}"' for v in named) if named else type_name(info.annotation)
         limits = bounds(info)
         yield FieldDoc(
             name=name,

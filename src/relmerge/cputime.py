@@ -12,7 +12,9 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Protocol, runtime_checkable
+
+from relmerge.wrapping import layers
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -27,33 +29,40 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
 
 
-def helper_cpu_seconds(component: Any) -> float:
-    """CPU of the helper processes behind ``component`` (wrappers are looked through by
-    their ``inner``): the embedding helper of the default embedder, for one."""
-    total = 0.0
-    while component is not None:
-        measure = getattr(component, "helper_cpu_seconds", None)
-        if callable(measure):
-            total += float(measure())
-        component = getattr(component, "inner", None)
-    return total
+@runtime_checkable
+class HelperProcesses(Protocol):
+    """A component that starts helper processes of its own (the default embedder's
+    embedding helper) and says how much CPU they spent."""
+
+    def helper_cpu_seconds(self) -> float: ...
+
+
+def helper_cpu_seconds(component: object) -> float:
+    """CPU of the helper processes behind ``component`` (its layers included, see
+    ``relmerge.wrapping``): the embedding helper of the default embedder, for one."""
+    return sum(
+        float(layer.helper_cpu_seconds())
+        for layer in layers(component)
+        if isinstance(layer, HelperProcesses)
+    )
 
 
 class CpuMeter:
-    """CPU seconds per stage of one process (plus its helpers', via ``helpers``).
+    """CPU seconds per stage of one process (plus its helpers', via ``helpers``: a
+    component, the run's embedder, whose helper processes count as the driver's).
 
     ``time.process_time`` counts every thread of the process, so a stage measured while
     another runs on the same event loop takes that one's CPU too; the total is exact.
     """
 
-    def __init__(self, helpers: Any = None) -> None:
-        self.helpers = helpers
+    def __init__(self, helpers: object = None) -> None:
+        self.helpers = [layer for layer in layers(helpers) if isinstance(layer, HelperProcesses)]
         self.stages: dict[str, float] = {}  # CPU seconds
         self.wall: dict[str, float] = {}  # wall seconds
         self._start = self._now()
 
     def _now(self) -> float:
-        return time.process_time() + helper_cpu_seconds(self.helpers)
+        return time.process_time() + sum(float(h.helper_cpu_seconds()) for h in self.helpers)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:

@@ -18,7 +18,8 @@ one type, and the CLI can turn any of them into a one-line message and exit code
     │   │                  or is not there (the preflight request says which)
     │   ├── BudgetExhaustedError  the run's --max-llm-requests / --max-tokens is spent
     │   └── LLMUnavailableError   the circuit breaker is open: the endpoint stopped answering
-    └── InvalidAnswerError an LLM answer that is not valid for its request (retried, never used)
+    ├── InvalidAnswerError an LLM answer that is not valid for its request (retried, never used)
+    └── WorkerDied         a worker process ended in the middle of a run (resumable)
 """
 
 from __future__ import annotations
@@ -125,3 +126,19 @@ class LLMUnavailableError(ProviderError):
 
 class InvalidAnswerError(RelmergeError):
     """An LLM answer failed parsing or validation; the message is told to the model on retry."""
+
+
+class WorkerDied(RelmergeError):
+    """A worker process of the run ended in the middle of it (killed, out of memory).
+
+    Nothing is half-written: the run stops, and the same command resumes it, asking the
+    LLM only what the cache (if the run keeps one) does not hold yet."""
+
+    def __init__(self, pid: int, exit_code: int | None, cached: bool) -> None:
+        self.pid = pid
+        self.exit_code = exit_code
+        kept = "answers so far are cached" if cached else "no cache: answers so far are lost"
+        super().__init__(
+            f"a relmerge worker process (pid {pid}) ended in the middle of the run "
+            f"(exit code {exit_code}); run the same command again to resume; {kept}"
+        )

@@ -1,11 +1,22 @@
-"""Frozen value types shared by all stages: the relation record, issues and decisions."""
+"""Frozen value types shared by all stages: the relation record, the entities of a pair,
+issues and decisions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictStr,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 STEP_NAME = "deduplicate_relations"
 
@@ -153,6 +164,17 @@ class ExtractedRelation(BaseModel):
         return ids
 
 
+@dataclass(frozen=True)
+class EntityContext:
+    """One entity as the judge sees it: its (canonical) id, name, and optional profile and
+    type (from an entities file, the step's ``entities`` artifact, or an app's context)."""
+
+    entity_id: str
+    name: str
+    profile: str | None = None
+    type: str | None = None
+
+
 class IssueSubject(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -184,7 +206,10 @@ Stage = Literal["exact", "semantic", "judge"]
 
 
 class Decision(BaseModel):
-    """One line of ``decisions.jsonl``: who decided what about which input relations."""
+    """One line of ``decisions.jsonl``: who decided what about which input relations.
+
+    ``prompt``: the prompt and its version an LLM decision answered
+    (``relation_cluster@2``); left out of the line of a decision no LLM made."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -199,3 +224,11 @@ class Decision(BaseModel):
     cached: bool = False
     round: int | None = None
     reason: str | None = None
+    prompt: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_prompt(self, serialize: SerializerFunctionWrapHandler) -> Any:
+        data = serialize(self)
+        if isinstance(data, dict) and data.get("prompt") is None:
+            data.pop("prompt", None)
+        return data

@@ -19,6 +19,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from relmerge.registry import CHOICE_ERROR, ProviderChoice
+
 Problem = tuple[str, str]  # (key path, "" for the settings as a whole; what is wrong)
 
 # Bands that a TOML file (which has no null) turns off with the string "off" (or "none").
@@ -68,6 +70,25 @@ def _kind(annotation: Any) -> str:
     )
 
 
+def choices(model: type[BaseModel], name: str) -> tuple[str, ...] | None:
+    """The values field ``name`` takes, if it takes one of a few: a ``Literal``'s, or the
+    registered providers' names (``relmerge.registry.ProviderChoice``)."""
+    field = model.model_fields[name]
+    for item in field.metadata:
+        if isinstance(item, ProviderChoice):
+            return item.names()
+    if get_origin(field.annotation) is Literal:
+        return tuple(str(choice) for choice in get_args(field.annotation))
+    return None
+
+
+def _field_kind(model: type[BaseModel], name: str) -> str:
+    named = choices(model, name)
+    if named is not None:
+        return "one of " + ", ".join(json.dumps(choice) for choice in named)
+    return _kind(model.model_fields[name].annotation)
+
+
 def expected(model: type[BaseModel], name: str) -> str:
     """What field ``name`` of ``model`` accepts: ``an integer of at least 1``, ``a number
     between -1 and 1``, ``one of "keep_both", "merge"``."""
@@ -92,7 +113,7 @@ def expected(model: type[BaseModel], name: str) -> str:
         span = f"between {_number(bounds['ge'])} and {_number(bounds['le'])}"
     else:
         span = " and ".join(part for part in (low, high) if part)
-    return " ".join(part for part in (_kind(field.annotation), span) if part)
+    return " ".join(part for part in (_field_kind(model, name), span) if part)
 
 
 def closest(key: str, candidates: Iterable[str]) -> str | None:
@@ -135,11 +156,12 @@ def describe(model: type[BaseModel], error: ValidationError) -> list[Problem]:
             problems.append((path, f"{message}, got {shown(value)}"))
         elif len(loc) > 1 and kind.endswith(_TYPE_ERRORS):  # an item of an array
             problems.append((path, f"expected a string, got {shown(value)}"))
-        elif kind in _RANGE_ERRORS or kind == "literal_error":
+        elif kind in _RANGE_ERRORS or kind in ("literal_error", CHOICE_ERROR):
             text = f"expected {expected(model, name)}, {_got(model, name, value)}"
-            problems.append((path, text + _choice_hint(model, name, value)))
+            failures = str((item.get("ctx") or {}).get("failures", ""))
+            problems.append((path, text + _choice_hint(model, name, value) + failures))
         elif kind.endswith(_TYPE_ERRORS):
-            kind_text = _kind(model.model_fields[name].annotation)
+            kind_text = _field_kind(model, name)
             problems.append((path, f"expected {kind_text}, {_got(model, name, value)}"))
         else:
             problems.append((path, f"{message}, got {shown(value)}"))
@@ -148,8 +170,12 @@ def describe(model: type[BaseModel], error: ValidationError) -> list[Problem]:
 
 def _choice_hint(model: type[BaseModel], name: str, value: Any) -> str:
     annotation = model.model_fields[name].annotation
-    choices = [str(choice) for choice in get_args(annotation)] if get_origin(annotation) else []
-    meant = closest(value, choices) if isinstance(value, str) and choices else None
+    named = choices(model, name)
+    if named is None:
+        named = (
+            tuple(str(choice) for choice in get_args(annotation)) if get_origin(annotation) else ()
+        )
+    meant = closest(value, named) if isinstance(value, str) and named else None
     return f' (did you mean "{meant}"?)' if meant else ""
 
 
@@ -193,6 +219,6 @@ def toml_type_problems(model: type[BaseModel], values: Mapping[str, Any]) -> dic
                 if not isinstance(item, str):
                     problems[f"{name}[{index}]"] = f"expected a string, got {shown(item)}"
             continue
-        text = f"expected {_kind(field.annotation)}, {_got(model, name, value)}"
+        text = f"expected {_field_kind(model, name)}, {_got(model, name, value)}"
         problems[name] = text + _choice_hint(model, name, value)
     return problems

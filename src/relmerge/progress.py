@@ -18,7 +18,8 @@ phase                 unit                      total
 
 Nothing here knows where the work runs: the semantic stage reports blocks as an engine
 hands them back, whether decided in this process or by Ray workers, and LLM requests are
-counted where every request passes (the driver's model, :class:`ProgressModel`).
+counted where every request passes (the driver's model,
+:class:`relmerge.providers.progress.ProgressModel`).
 
 A phase's time is the time it worked, not the time from its first news to the end of the
 run: whoever works a phase also says when it starts and stops working
@@ -47,10 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sized
 from contextlib import contextmanager
-from typing import Any, Protocol
-
-from relmerge.errors import ProviderError
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+from typing import Protocol, runtime_checkable
 
 PHASES = ("read", "load", "exact", "embed", "semantic", "llm", "write")
 CONVERT_PHASES = (
@@ -66,6 +64,7 @@ CONVERT_PHASES = (
 )
 
 
+@runtime_checkable
 class Progress(Protocol):
     def start(self, stage: str, total: int | None) -> None: ...
 
@@ -102,9 +101,50 @@ class NoProgress:
         pass
 
 
+@runtime_checkable
+class TimedProgress(Protocol):
+    """A progress that hears when a part of a phase's work starts and stops (the run's
+    phases, a worker's record of its chunk): it times the phase by the work, not by
+    its first and last news."""
+
+    def working(self, stage: str, busy: bool) -> None: ...
+
+
+@runtime_checkable
+class WorkedProgress(Protocol):
+    """A progress that takes seconds of a phase's work measured elsewhere (the chunks a
+    worker process or a Ray task worked)."""
+
+    def worked(self, stage: str, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class PhaseTimes(Protocol):
+    """A progress view that shows how long a phase worked: told ``took`` just before the
+    phase's ``finish``. A view without it times phases itself."""
+
+    def took(self, stage: str, seconds: float) -> None: ...
+
+
+@runtime_checkable
+class CountsBytes(Protocol):
+    """An input that says how much of it is read (a local file): reading is shown in bytes."""
+
+    total_bytes: int
+    bytes_read: int
+
+
+@runtime_checkable
+class CountsRecords(Protocol):
+    """An input that knows how many records it holds before they are read."""
+
+    total_records: int
+
+
 class _Partial(NoProgress):
     """A progress object written for fewer hooks (``start`` / ``advance`` / ``finish``):
-    the hooks it has are called, the others do nothing."""
+    the hooks it has are called, the others do nothing. It is the caller's object, of no
+    declared type, so its hooks are looked up by name."""
 
     def __init__(self, inner: object) -> None:
         self._inner = inner
@@ -127,10 +167,10 @@ class _Partial(NoProgress):
 
 def working(progress: object, stage: str, busy: bool) -> None:
     """Tell ``progress`` that a part of the work of ``stage`` starts (``busy``) or stops,
-    if it listens (the run's phases do; a plain progress object need not)."""
-    hook = getattr(progress, "working", None)
-    if callable(hook):
-        hook(stage, busy)
+    if it listens (:class:`TimedProgress`: the run's phases do; a plain progress object
+    need not)."""
+    if isinstance(progress, TimedProgress):
+        progress.working(stage, busy)
 
 
 @contextmanager
@@ -147,48 +187,15 @@ def as_progress(progress: object | None) -> Progress:
     """``progress`` as a full :class:`Progress` (None: report nothing)."""
     if progress is None:
         return NoProgress()
-    hooks = ("start", "advance", "add_total", "count", "finish")
-    if all(callable(getattr(progress, hook, None)) for hook in hooks):
-        return progress  # type: ignore[return-value]
-    return _Partial(progress)
-
-
-class ProgressModel:
-    """Wraps the model that sends requests: each request grows the ``llm`` total when it
-    is sent and advances it when answered; HTTP retries count as ``retried``."""
-
-    def __init__(self, inner: LanguageModel, progress: Progress) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.available = inner.available
-        self.progress = progress
-
-    def __getattr__(self, name: str) -> Any:  # cache_identity and the like
-        return getattr(self.inner, name)
-
-    async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.progress.add_total("llm", 1)
-        try:
-            with working_on(self.progress, "llm"):  # the LLM's time: a request in flight
-                result = await self.inner.invoke(request)
-        except ProviderError as error:
-            self.progress.count("llm", "retried", max(0, error.attempts - 1))
-            self.progress.count("llm", "failed")
-            self.progress.advance("llm")
-            raise
-        self.progress.count("llm", "retried", max(0, result.attempts - 1))
-        self.progress.advance("llm")
-        return result
+    return progress if isinstance(progress, Progress) else _Partial(progress)
 
 
 def input_size(raws: object) -> tuple[str, int | None]:
     """How reading the input is counted: ("read", its bytes) for an input that says how
     much of it is read (``total_bytes`` / ``bytes_read``: a local file), else ("load",
     its records when known)."""
-    total = getattr(raws, "total_bytes", None)
-    if isinstance(total, int) and hasattr(raws, "bytes_read"):
-        return "read", total
-    records = getattr(raws, "total_records", None)
-    if isinstance(records, int):
-        return "load", records
+    if isinstance(raws, CountsBytes) and isinstance(raws.total_bytes, int):
+        return "read", raws.total_bytes
+    if isinstance(raws, CountsRecords) and isinstance(raws.total_records, int):
+        return "load", raws.total_records
     return "load", len(raws) if isinstance(raws, Sized) else None

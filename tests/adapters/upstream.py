@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pytest
 
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.adapters.fixtures import cli
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer

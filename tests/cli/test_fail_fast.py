@@ -24,7 +24,7 @@ from relmerge.cli import main
 from relmerge.data import sample_dir
 from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.providers.openai_embed import OpenAIEmbedder
 from relmerge.stores import MemoryStore

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.adapters.upstream import UPSTREAM, needs_upstream
 from tests.factories import record
 from tests.support.gold_judge import gold_task_handler

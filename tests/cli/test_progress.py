@@ -16,7 +16,7 @@ from typing import Any
 import pexpect
 import pytest
 
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 

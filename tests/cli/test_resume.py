@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from relmerge.cli import main
 from relmerge.cli.interrupt import RESUME_HINT
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
 from tests.support.dev_cli import dev_run_args, run_outputs
 from tests.support.gold_judge import gold_task_handler

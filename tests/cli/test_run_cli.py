@@ -171,7 +171,7 @@ def test_a_run_made_under_other_decision_rules_is_not_resumed(
     base += ["--embedding", "hash"]
     assert _run(*base)[0] == 0
     assert _run(*base)[0] == 0  # same rules: a re-run is allowed
-    monkeypatch.setattr("relmerge.cli.run.rules_fingerprint", lambda: "other rules")
+    monkeypatch.setattr("relmerge.run.fingerprint.rules_fingerprint", lambda: "other rules")
     code, text = _run(*base)
     assert code == 2 and "--overwrite" in text
     assert _run(*base, "--overwrite")[0] == 0
@@ -222,8 +222,8 @@ def test_dev_set_semantic_against_gold_judge_on_loopback(tmp_path: Path) -> None
     import collections
 
     from relmerge.eval.gold import load_gold
+    from relmerge.eval.gold_judge import GoldJudge
     from relmerge.eval.metrics import evaluate
-    from relmerge.providers.gold import GoldJudge
     from tests.support.gold_judge import gold_task_handler
     from tests.support.llm_server import LLMServer
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from relmerge.chunk import ChunkResult
 from relmerge.cputime import CpuMeter, helper_cpu_seconds
 from relmerge.engines.figures import EngineFigures, modelled_speedup
+from relmerge.stages.chunk import ChunkResult
 
 
 def test_modelled_speedup_is_bound_by_the_driver() -> None:

@@ -13,18 +13,19 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from relmerge.chunk import ChunkEngine, ChunkRun, ChunkSettings
 from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
+from relmerge.engines.base import ChunkEngine, ChunkRun
 from relmerge.engines.local import LocalEngine, default_engine
-from relmerge.engines.processes import ProcessEngine, WorkerDied, stop_workers
-from relmerge.errors import ProviderError
+from relmerge.engines.processes import ProcessEngine, stop_workers
+from relmerge.errors import ProviderError, WorkerDied
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.progress import NoProgress
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
 from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
-from relmerge.providers.gold import GoldJudge
+from relmerge.stages.chunk import ChunkSettings
 from tests.support.dev_cli import DEV, dev_rules_args, written_files
 from tests.support.engines import (
     EngineRun,

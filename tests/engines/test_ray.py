@@ -15,8 +15,8 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, ProviderError
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.base import NoLanguageModel
-from relmerge.providers.gold import GoldJudge
 from relmerge.stores.memory import MemoryStore
 from tests.support.dev_cli import DEV, dev_rules_args, written_files
 from tests.support.engines import (

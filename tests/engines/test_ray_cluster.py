@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from relmerge.eval.gold import load_gold
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.support.dev_cli import DEV, dev_run_args, written_files
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer

@@ -14,8 +14,7 @@ from relmerge.errors import (
     UndoRefusedError,
 )
 from relmerge.graphstore import Batch, RelationStore, open_graph_store, pair_of
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from tests.graphstore.graphs import joined, merge_batch, raw_execute, raw_rows, relation
 
 

@@ -11,8 +11,8 @@ from relmerge import DeduplicateRelationsConfig
 from relmerge.errors import InputError
 from relmerge.io.load import read_input
 from relmerge.io.records import validate_records
-from relmerge.pipeline import run_pipeline
 from relmerge.providers.base import NoLanguageModel
+from relmerge.run.pipeline import run_pipeline
 from relmerge.stores import MemoryStore
 from tests.factories import record
 

@@ -95,7 +95,7 @@ def _run_args(input_path: Path, out: Path) -> list[str]:
 def llm_out(tmp_path_factory: pytest.TempPathFactory, input_path: Path) -> Path:
     """A run with the gold judge on the loopback server: LLM tiers, requests, tokens."""
     from relmerge.eval.gold import load_gold
-    from relmerge.providers.gold import GoldJudge
+    from relmerge.eval.gold_judge import GoldJudge
     from tests.support.gold_judge import gold_task_handler
     from tests.support.llm_server import LLMServer
 

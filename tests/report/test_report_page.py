@@ -66,7 +66,7 @@ def rules_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def llm_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from relmerge.eval.gold import load_gold
-    from relmerge.providers.gold import GoldJudge
+    from relmerge.eval.gold_judge import GoldJudge
     from tests.support.gold_judge import gold_task_handler
     from tests.support.llm_server import LLMServer
 

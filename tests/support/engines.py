@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from relmerge.chunk import ChunkEngine
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.engines.base import ChunkEngine
 from relmerge.errors import ProviderError
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stores.memory import MemoryStore
 from tests.support.dev_cli import DEV
 

@@ -30,15 +30,15 @@ import orjson
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import task_of
 from relmerge.io.load import read_entities, read_json_file, read_jsonl
 from relmerge.io.records import RawRecord
-from relmerge.model import ExtractedRelation
-from relmerge.pipeline import RunOutput, run_pipeline
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
-from relmerge.providers.gold import task_of
 from relmerge.providers.openai_compat import OpenAICompatibleModel
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stores import MemoryStore
 from tests.support.llm_server import Handler, LLMServer, Reply, request_records

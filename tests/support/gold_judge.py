@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from relmerge.providers.gold import GoldJudge, gold_fields, task_of
+from relmerge.eval.gold_judge import GoldJudge, gold_fields, task_of
 from tests.support.llm_server import Reply, json_reply, request_records
 
 

@@ -503,6 +503,41 @@ def _rewrite_reports(
     return rows if changed else None
 
 
+def _rewrite_copied(
+    folder: GraphragFolder,
+    copied: list[str],
+    stage: Path,
+    table: Table,
+    plan: ExportPlan,
+    rewrites: list[dict[str, Any]],
+) -> list[str]:
+    """Write again the copied tables that point at relationships (the relationships'
+    sibling tables, the community reports' citations, ``relationship_ids`` lists), with
+    the run's ids; the tables updated. Citation rewrites are added to ``rewrites``."""
+    updated: list[str] = []
+    for name in copied:
+        path = folder.folder / name
+        if "/" in name or table_format(path) is None:
+            continue
+        stem = path.name[: -len(path.suffix)]
+        columns = table_columns(path)
+        if stem == folder.relationships.stem and "id" in columns:
+            other = read_table(path)
+            rows = _sibling_rows(other, table, plan)
+        elif stem in REPORTS:
+            other = read_table(path)
+            rows = _rewrite_reports(other, plan.moved_readable, rewrites)
+        elif "relationship_ids" in columns:
+            other = read_table(path)
+            rows = _remap_lists(other, plan.id_map)
+        else:
+            continue
+        if rows is not None:  # copied (counted), now written again
+            other.write(rows, stage / name)
+            updated.append(name)
+    return updated
+
+
 def export_graphrag(
     out: Path,
     original: Path,
@@ -527,31 +562,11 @@ def export_graphrag(
     exported = _exported_rows(table, ids, plan, progress)
     progress.finish("export_rows")
     rewrites: list[dict[str, Any]] = []
-    updated: list[str] = []
     skip = [folder.relationships.name]
     progress.start("files", len(other_files(folder.folder, skip)) + 2)
     with staged_folder(target) as stage:
         copied = copy_others(folder.folder, stage, skip, lambda: progress.advance("files"))
-        for name in copied:
-            path = folder.folder / name
-            if "/" in name or table_format(path) is None:
-                continue
-            stem = path.name[: -len(path.suffix)]
-            columns = table_columns(path)
-            if stem == folder.relationships.stem and "id" in columns:
-                other = read_table(path)
-                rows = _sibling_rows(other, table, plan)
-            elif stem in REPORTS:
-                other = read_table(path)
-                rows = _rewrite_reports(other, plan.moved_readable, rewrites)
-            elif "relationship_ids" in columns:
-                other = read_table(path)
-                rows = _remap_lists(other, plan.id_map)
-            else:
-                continue
-            if rows is not None:  # copied (counted), now written again
-                other.write(rows, stage / name)
-                updated.append(name)
+        updated = _rewrite_copied(folder, copied, stage, table, plan, rewrites)
         table.write(exported, stage / folder.relationships.name)
         progress.advance("files")
         rewritten_content = sorted(

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from relmerge import __version__
 from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
@@ -20,6 +19,7 @@ from relmerge.cli.run import run_command
 from relmerge.cli.store import store_group
 from relmerge.errors import RelmergeError
 from relmerge.review.rerun import ARGV_META
+from relmerge.version import __version__
 
 
 class _Group(click.Group):

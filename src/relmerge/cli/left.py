@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from typing import Any
 
+from relmerge.run.result import RunResult
 from relmerge.stores.fsspec_store import redact_url
 
 # Why the rules left a pair (its tier), as a reader would say it.
@@ -46,25 +46,23 @@ def _without(args: Sequence[str], options: set[str]) -> list[str]:
     return kept
 
 
-def _cause(result: dict[str, Any]) -> tuple[str, str]:
+def _cause(result: RunResult) -> tuple[str, str]:
     """Why the LLM did not decide them, and the command that asks it (as a hint)."""
-    if result.get("llm_model") in (None, "none"):
+    if result.llm_model in (None, "none"):
         return "no LLM was given (--llm none)", "llm"
-    if (result.get("llm_budget") or {}).get("exhausted"):
+    if result.llm_budget.exhausted:
         return "the LLM budget ran out (--max-llm-requests / --max-tokens)", "budget"
-    if result.get("llm_unavailable_group_count"):
+    if result.llm_unavailable_group_count:
         return "the LLM was unavailable for them", "again"
     return "the LLM gave no valid verdict on them", "model"
 
 
-def _reasons(result: dict[str, Any]) -> list[str]:
+def _reasons(result: RunResult) -> list[str]:
     lines = []
-    for tier, count in sorted(
-        (result.get("llm_needed_pair_tiers") or {}).items(), key=lambda item: -item[1]
-    ):
+    for tier, count in sorted(result.llm_needed_pair_tiers.items(), key=lambda item: -item[1]):
         why = _TIERS.get(tier, f"are left by the rules (tier {tier})")
         lines.append(f"  - {count:,}: {why};")
-    names = result.get("llm_needed_description_only_pair_count", 0)
+    names = result.llm_needed_description_only_pair_count
     if names:
         lines.append(
             f"  - for {names:,} of them the names prove nothing (a generic name such as "
@@ -105,7 +103,7 @@ def _llm_command(program: str, argv: Sequence[str] | None, hint: str, out: str) 
 
 
 def left_to_do(
-    result: dict[str, Any],
+    result: RunResult,
     out: str,
     program: str = "relmerge",
     argv: Sequence[str] | None = None,
@@ -114,15 +112,15 @@ def left_to_do(
     """Lines that end a run's report when it left pairs or groups undecided (none when
     it did not). ``argv``: the run's arguments (``run INPUT …``); ``reviewable``: OUT is
     a local folder, where ``relmerge review`` answers apply."""
-    pairs = result.get("llm_needed_pair_count", 0)
-    groups = result.get("llm_needed_group_count", 0)
-    unsure = max(0, result.get("clarification_count", 0) - pairs)
+    pairs = result.llm_needed_pair_count
+    groups = result.llm_needed_group_count
+    unsure = max(0, result.clarification_count - pairs)
     if not (pairs or groups or unsure):
         return []
     cause, hint = _cause(result)
     lines: list[str] = []
     if pairs:
-        blocks = result.get("llm_needed_block_count", 0)
+        blocks = result.llm_needed_block_count
         where = f" in {_plural(blocks, 'block')}" if blocks else ""
         lines.append(
             f"{_plural(pairs, 'pair')} of relations{where} {'is' if pairs == 1 else 'are'} "

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.io.records import Rejected
-from relmerge.plan import Plan
+from relmerge.run.plan import Plan
 
 SHOWN_REASONS = 3
 _REASON_CHARS = 200

@@ -24,14 +24,34 @@ from relmerge.config import (
 )
 from relmerge.errors import ConfigError
 from relmerge.problems import toml_type_problems, unknown_key
+from relmerge.registry import Kind, provider_names
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ProviderName(click.Choice[str]):
+    """A registered provider's name (``relmerge.registry``): the choices are read from
+    the registry when the option is shown or parsed, so an installed plugin's provider is
+    one of them."""
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind: Kind = kind
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return provider_names(self.kind)
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        """click sets the choices it was given (none: they are the registry's)."""
+
 
 _OPTIONS = [
     click.option(
         "--llm",
         "llm_provider",
-        type=click.Choice(["none", "openai"]),
+        type=ProviderName("llm"),
         default=None,
         help="Language model provider [default: none, or openai when a base URL is given].",
     ),
@@ -77,7 +97,7 @@ _OPTIONS = [
     click.option(
         "--embedding",
         "embedding_provider",
-        type=click.Choice(["use", "hash", "openai"]),
+        type=ProviderName("embedding"),
         help="Embedder of the semantic stage [default: use, the offline multilingual USE].",
     ),
     click.option("--embedding-base-url", help="Base URL of an OpenAI-compatible embeddings API."),

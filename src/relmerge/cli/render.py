@@ -3,57 +3,58 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from rich.table import Table
 
+from relmerge.run.result import RunResult
 
-def merge_rows(result: dict[str, Any]) -> list[tuple[str, int]]:
+
+def merge_rows(result: RunResult) -> list[tuple[str, int]]:
     """Merges by who made them: the exact and semantic stages (rules and LLM), and a
     person's answers (``relmerge review``) on a line of their own. The result counts a
     person's merges inside ``exact_merge_count`` / ``semantic_merge_count`` too (by where
     they fall); the table shows each merge once."""
-    human = result.get("human_merge_count", 0)
-    human_exact = result.get("human_exact_merge_count", 0)
+    human = result.human_merge_count
+    human_exact = result.human_exact_merge_count
     return [
-        ("merged by exact stage", result["exact_merge_count"] - human_exact),
-        ("merged by semantic stage", result["semantic_merge_count"] - (human - human_exact)),
+        ("merged by exact stage", result.exact_merge_count - human_exact),
+        ("merged by semantic stage", result.semantic_merge_count - (human - human_exact)),
         ("merged by a person's answers", human),
     ]
 
 
-def summary_table(result: dict[str, Any], out: str) -> Table:
+def summary_table(result: RunResult, out: str) -> Table:
     table = Table(title=f"relmerge run → {out}", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
     rows = [
-        ("input records", result["input_record_count"]),
-        ("rejected (see rejected.jsonl)", result["rejected_count"]),
-        ("valid input relations", result["input_relation_count"]),
-        ("output relations", result["output_relation_count"]),
+        ("input records", result.input_record_count),
+        ("rejected (see rejected.jsonl)", result.rejected_count),
+        ("valid input relations", result.input_relation_count),
+        ("output relations", result.output_relation_count),
         *merge_rows(result),
         (
             "LLM rounds (exact / semantic)",
-            f"{result['exact_round_count']} / {result['semantic_round_count']}",
+            f"{result.exact_round_count} / {result.semantic_round_count}",
         ),
-        ("exact groups left unmerged for want of an LLM", result["llm_needed_group_count"]),
-        ("pairs needing an LLM, no valid verdict (→ review)", result["llm_needed_pair_count"]),
-        ("unsure → clarifications.jsonl", result["clarification_count"]),
-        ("failed groups (originals kept)", result["failed_group_count"]),
+        ("exact groups left unmerged for want of an LLM", result.llm_needed_group_count),
+        ("pairs needing an LLM, no valid verdict (→ review)", result.llm_needed_pair_count),
+        ("unsure → clarifications.jsonl", result.clarification_count),
+        ("failed groups (originals kept)", result.failed_group_count),
         (
             "groups left for a re-run: LLM unavailable",
-            result["llm_unavailable_group_count"],
+            result.llm_unavailable_group_count,
         ),
-        ("endpoint checks before the run (preflight requests)", result["preflight_requests"]),
-        ("LLM requests sent", result["llm_requests"]),
-        ("LLM requests that failed (HTTP; retried)", result["llm_failed_requests"]),
-        ("LLM answers that were invalid (retried)", result["llm_invalid_answers"]),
-        ("LLM answers from the cache", result["llm_cache_hits"]),
-        ("tokens", result["tokens"]["total"]),
-        ("seconds", result["seconds"]["total"]),
+        ("endpoint checks before the run (preflight requests)", result.preflight_requests),
+        ("LLM requests sent", result.llm_requests),
+        ("LLM requests that failed (HTTP; retried)", result.llm_failed_requests),
+        ("LLM answers that were invalid (retried)", result.llm_invalid_answers),
+        ("LLM answers from the cache", result.llm_cache_hits),
+        ("tokens", result.tokens.total),
+        ("seconds", result.seconds["total"]),
     ]
-    engine = result.get("engine")
-    if engine is not None:
+    engine = result.engine
+    if engine:
         if engine["name"] != "local":
             where = f"{engine['name']}: {engine['workers']} CPUs, {len(engine['nodes'])} nodes"
             rows.append(("engine", where))
@@ -68,7 +69,7 @@ def summary_table(result: dict[str, Any], out: str) -> Table:
         )
     for label, value in rows:
         table.add_row(label, str(value))
-    codes = Counter(issue["code"] for issue in result["issues"])
+    codes = Counter(issue.code for issue in result.issues)
     for code, count in sorted(codes.items()):
         table.add_row(f"issue: {code}", str(count))
     return table

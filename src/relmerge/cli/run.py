@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 
 from relmerge.cache import CACHE_FILE, RunCache
-from relmerge.chunk import ChunkEngine
 from relmerge.cli.convert import program
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.left import left_to_do
@@ -26,37 +26,31 @@ from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import progress_view
 from relmerge.cli.render import summary_table
-from relmerge.decide import rules_fingerprint
+from relmerge.config import DeduplicateRelationsConfig, LLMSettings
+from relmerge.engines.base import ChunkEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.records import Rejected
 from relmerge.io.write import write_manifest
-from relmerge.pipeline import run_pipeline
-from relmerge.plan import plan
 from relmerge.providers import get_embedder, get_llm, preflight
+from relmerge.providers.base import LanguageModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import run_memory
+from relmerge.run.fingerprint import run_fingerprint, settings_models
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.plan import plan
+from relmerge.run.result import RunResult
 from relmerge.stores import local_path, open_store
+from relmerge.stores.base import ObjectStore
 from relmerge.stores.fsspec_store import redact_url
 
 # Exit status of a run that completed while the LLM was unavailable for some groups.
 UNAVAILABLE_EXIT = 3
 
 _URL_LIKE = re.compile(r"^[A-Za-z][\w+.-]+:/")
-
-# Settings that change how a run goes, not what it outputs: a run killed with one value
-# may be resumed with another.
-_OPERATIONAL = {
-    "concurrency",
-    "api_key_env",
-    "timeout",
-    "max_retries",
-    "requests_per_minute",
-    "startup_wait",
-    "llm_breaker_groups",
-}
 
 
 def answer_memory(out: Path) -> AnswerMemory:
@@ -226,6 +220,8 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "fails group by group, and the run exits 3).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars, summary or warnings.")
+# long: click passes each option as a parameter (19 of them) and the docstring is --help;
+# the body only resolves them and hands over to show_plan / run_into_out / say_what_is_left.
 def run_command(
     input_path: str,
     out: str,
@@ -273,20 +269,104 @@ def run_command(
     )
     storage_options = parse_storage_options(storage_option_pairs)
     if dry_run:
-        raws = asyncio.run(stream_input(input_path, storage_options))
-        mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-        planned = plan(raws, mapping, config.records_per_chunk)
-        title = f"relmerge run --dry-run: {redact_url(input_path)}"
-        table = Table(title=title, show_header=False)
-        for key, value in planned.counts.items():
-            table.add_row(key.replace("_", " "), str(value))
-        StdoutConsole().print(table)
-        where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
-        lines = rejected_warning(planned.rejected, where)
-        lines += huge_blocks_warning(planned, config, settings.provider != "none")
-        for line in lines:
-            click.echo(line, err=True)
+        show_plan(input_path, out, storage_options, entity_mapping, config, settings)
         return
+    refuse_usage(no_cache, cache_path, engine, workers, ray_address)
+    chunk_engine = ray_engine(ray_address) if engine == "ray" else local_engine(workers)
+    out_dir = local_path(out)  # None: OUT is in an object store
+    default_cache = out_dir / CACHE_FILE if out_dir is not None else remote_cache_path(out)
+    cache = None if no_cache else RunCache(cache_path or default_cache)
+    store = open_store(out, **storage_options)
+    models = Models(
+        get_llm(settings),
+        get_embedder(embedding_settings, cache) if config.semantic_merge else None,
+        settings_models(settings, embedding_settings),
+    )
+    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
+    typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
+    request = RunRequest(
+        input_path,
+        out,
+        out_dir,
+        storage_options,
+        entity_mapping,
+        options["entities_path"],
+        overwrite,
+        not no_preflight,
+        rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None,
+    )
+    try:
+        result, rejected = run_interruptible(
+            run_into_out(request, store, config, models, cache, chunk_engine, console)
+        )
+    except Interrupted as error:
+        if cache is not None:
+            cache.close()
+        exit_interrupted(error)
+    finally:
+        if cache is not None:
+            cache.close()
+        close_helpers()
+    say_what_is_left(result, rejected, request, config, quiet, cached=cache is not None)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Where a run reads and writes, and how it treats OUT (from the command line)."""
+
+    input_path: str
+    out: str
+    out_dir: Path | None  # OUT as a local directory; None for an object-store URL
+    storage_options: dict[str, Any]
+    entity_mapping: Path | None
+    entities_path: Path | None
+    overwrite: bool
+    preflight: bool
+    command: dict[str, Any] | None  # the command line recorded for `relmerge review`
+
+
+@dataclass(frozen=True)
+class Models:
+    """The run's providers (the registry's, from the settings), and how the fingerprint
+    names them."""
+
+    llm: LanguageModel
+    embedder: EmbeddingModel | None
+    named: list[Any]
+
+
+def show_plan(
+    input_path: str,
+    out: str,
+    storage_options: dict[str, Any],
+    entity_mapping: Path | None,
+    config: DeduplicateRelationsConfig,
+    settings: LLMSettings,
+) -> None:
+    """``--dry-run``: the counts of the work, and the warnings a run would give."""
+    raws = asyncio.run(stream_input(input_path, storage_options))
+    mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
+    planned = plan(raws, mapping, config.records_per_chunk)
+    title = f"relmerge run --dry-run: {redact_url(input_path)}"
+    table = Table(title=title, show_header=False)
+    for key, value in planned.counts.items():
+        table.add_row(key.replace("_", " "), str(value))
+    StdoutConsole().print(table)
+    where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+    lines = rejected_warning(planned.rejected, where)
+    lines += huge_blocks_warning(planned, config, settings.provider != "none")
+    for line in lines:
+        click.echo(line, err=True)
+
+
+def refuse_usage(
+    no_cache: bool,
+    cache_path: Path | None,
+    engine: str,
+    workers: int | None,
+    ray_address: str | None,
+) -> None:
+    """The options that exclude each other, as one-line usage errors."""
     if no_cache and cache_path is not None:
         raise click.UsageError("--cache and --no-cache exclude each other")
     if cache_path is not None and _URL_LIKE.match(str(cache_path)):
@@ -296,82 +376,77 @@ def run_command(
         raise click.UsageError("--ray-address needs --engine ray")
     if workers is not None and engine != "local":
         raise click.UsageError("--workers is for --engine local (Ray has its own workers)")
-    block_engine = ray_engine(ray_address) if engine == "ray" else local_engine(workers)
-    out_dir = local_path(out)  # None: OUT is in an object store
-    default_cache = out_dir / CACHE_FILE if out_dir is not None else remote_cache_path(out)
-    cache = None if no_cache else RunCache(cache_path or default_cache)
-    store = open_store(out, **storage_options)
-    llm = get_llm(settings)
-    embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
-    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
-    typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
-    command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
 
-    async def go() -> tuple[dict[str, Any], list[Rejected]]:
-        # The endpoints first: a dead or wrong one stops the run before anything is read.
-        checked = 0
-        if not no_preflight:
-            checked = await preflight(llm)
-            if embedder is not None:
-                checked += await preflight(embedder)
-        entities = read_entities(options["entities_path"]) if options["entities_path"] else []
-        records = await stream_input(input_path, storage_options)
-        mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-        hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
-        settings_parts = (
-            rules_fingerprint(),  # the decision rules and vocabulary this version decides by
+
+async def run_into_out(
+    request: RunRequest,
+    store: ObjectStore,
+    config: DeduplicateRelationsConfig,
+    models: Models,
+    cache: RunCache | None,
+    engine: ChunkEngine | None,
+    console: Console,
+) -> tuple[RunResult, list[Rejected]]:
+    """The run: endpoints checked, input streamed, OUT claimed (by its fingerprint) once
+    the input is known to be usable, outputs written, stale relation files removed, and
+    the result file last (until it exists, OUT is an incomplete run to resume)."""
+    # The endpoints first: a dead or wrong one stops the run before anything is read.
+    checked = 0
+    if request.preflight:
+        checked = await preflight(models.llm)
+        if models.embedder is not None:
+            checked += await preflight(models.embedder)
+    entities = read_entities(request.entities_path) if request.entities_path else []
+    records = await stream_input(request.input_path, request.storage_options)
+    mapping = read_entity_mapping(request.entity_mapping) if request.entity_mapping else None
+    hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
+    memory = answer_memory(request.out_dir) if request.out_dir is not None else None
+    fingerprint = ""
+
+    async def claim() -> None:
+        nonlocal fingerprint
+        fingerprint = run_fingerprint(
+            hashed, mapping=mapping, config=config, models=models.named, entities=entities
+        )
+        await claim_output(store, fingerprint, request.overwrite, request.command)
+
+    with progress_view(console) as progress:
+        output = await run_pipeline(
+            hashed.records(records),
             mapping,
-            config.model_dump(mode="json", exclude=_OPERATIONAL),
-            settings.model_dump(mode="json", exclude=_OPERATIONAL),
-            embedding_settings.model_dump(mode="json", exclude={"api_key_env", "startup_wait"}),
-            [entity.__dict__ for entity in entities],
+            config,
+            models.llm,
+            store,
+            progress,
+            models.embedder,
+            entities,
+            memory,
+            before_work=claim,
+            cache=cache,
+            engine=engine,
+            preflight_requests=checked,
         )
-        memory = answer_memory(out_dir) if out_dir is not None else None
-        run_fingerprint = ""
+    result = output.summary.with_run(fingerprint)
+    await remove_stale_relations(store, config.deduplicated_relations_prefix, output.relation_keys)
+    await write_manifest(store, result.to_dict(), output.relation_keys, output.relation_id_mapping)
+    return result, output.rejected
 
-        async def claim() -> None:
-            nonlocal run_fingerprint
-            run_fingerprint = hashed.hexdigest(*settings_parts)
-            await claim_output(store, run_fingerprint, overwrite, command)
 
-        with progress_view(console) as progress:
-            output = await run_pipeline(
-                hashed.records(records),
-                mapping,
-                config,
-                llm,
-                store,
-                progress,
-                embedder,
-                entities,
-                memory,
-                before_work=claim,
-                cache=cache,
-                engine=block_engine,
-                preflight_requests=checked,
-            )
-        output.result["fingerprint"] = run_fingerprint
-        await remove_stale_relations(
-            store, config.deduplicated_relations_prefix, output.relation_keys
-        )
-        # The result file goes last: until it exists, OUT is an incomplete run to resume.
-        await write_manifest(store, output.result, output.relation_keys, output.relation_id_mapping)
-        return output.result, output.rejected
-
-    try:
-        result, rejected = run_interruptible(go())
-    except Interrupted as error:
-        if cache is not None:
-            cache.close()
-        exit_interrupted(error)
-    finally:
-        if cache is not None:
-            cache.close()
-        close_helpers()
+def say_what_is_left(
+    result: RunResult,
+    rejected: list[Rejected],
+    request: RunRequest,
+    config: DeduplicateRelationsConfig,
+    quiet: bool,
+    cached: bool,
+) -> None:
+    """The summary, the rejected records, what the run left undecided and the ways on;
+    exit 3 when the LLM was unavailable for some groups."""
+    shown = redact_url(request.out)
     if not quiet:
-        StdoutConsole().print(summary_table(result, redact_url(out)))
+        StdoutConsole().print(summary_table(result, shown))
     where = (
-        f"set aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
+        f"set aside in {shown.rstrip('/')}/{config.rejected_key}"
         if config.rejected_key
         else "not written (rejected_key is off)"
     )
@@ -379,12 +454,12 @@ def run_command(
         click.echo(line, err=True)
     if not quiet:
         argv = click.get_current_context().meta.get(rerun.ARGV_META)
-        shown = redact_url(out)
-        for line in left_to_do(result, shown, program(), argv, reviewable=out_dir is not None):
+        reviewable = request.out_dir is not None
+        for line in left_to_do(result, shown, program(), argv, reviewable=reviewable):
             click.echo(line)
-    unavailable = result["llm_unavailable_group_count"]
+    unavailable = result.llm_unavailable_group_count
     if unavailable:
-        kept = "answers so far are cached" if cache is not None else "--no-cache: none was kept"
+        kept = "answers so far are cached" if cached else "--no-cache: none was kept"
         groups = "group" if unavailable == 1 else "groups"
         click.echo(
             f"completed, but the LLM was unavailable for {unavailable} {groups} — run the "

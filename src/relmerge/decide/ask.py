@@ -11,8 +11,8 @@ from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.retry import Attempts, ask_validated
+from relmerge.model import EntityContext
 from relmerge.prompts import cluster_relations, judge_pair
-from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, LLMResult
 
 

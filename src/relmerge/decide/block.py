@@ -26,10 +26,11 @@ from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
-from relmerge.model import Decision
+from relmerge.model import Decision, EntityContext
+from relmerge.prompts import cluster_relations, judge_pair
 from relmerge.prompts.base import truncate
-from relmerge.prompts.context import EntityContext, directed_record
-from relmerge.providers.base import LanguageModel
+from relmerge.prompts.context import directed_record
+from relmerge.providers.base import LanguageModel, LLMResult
 from relmerge.units import Originals, Unit, member_ids
 
 
@@ -76,6 +77,93 @@ class BlockResult:
     # clusters: the merges a person made.
     human_joins: list[tuple[int, int]] = field(default_factory=list)
     failure: GroupFailed | None = None
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One block as its LLM rounds see it: its units, the entities of its pair, the
+    tiers' scores by pair and which units' names are symmetric (see :func:`cluster_lead`)."""
+
+    units: Sequence[Unit]
+    entities: tuple[EntityContext, EntityContext]
+    scores: dict[tuple[int, int], dict[str, float]]
+    symmetric: Sequence[bool]
+
+
+@dataclass
+class _Rounds:
+    """The bookkeeping of one block's LLM rounds.
+
+    ``final`` holds the clusters (automatic merges, then the LLM's; hard keeps forbid);
+    ``pending`` the pairs the tiers left undecided. A pair is ``judged`` once a valid
+    answer covered it or it was given up, ``answered`` only in the first case (the rest
+    go to review). ``failed_once``: pairs of a batch whose answer was invalid once (they
+    get one re-ask); ``failed_orders``: batches, as ordered, whose answer was invalid (a
+    re-ask sends them reversed); ``spent``: requests sent per batch (its members).
+    """
+
+    final: ConstrainedClusters
+    hard: set[tuple[int, int]]
+    pending: dict[tuple[int, int], PairDecision]
+    judged: set[tuple[int, int]] = field(default_factory=set)
+    answered: set[tuple[int, int]] = field(default_factory=set)
+    failed_once: set[tuple[int, int]] = field(default_factory=set)
+    failed_orders: set[tuple[tuple[int, ...], ...]] = field(default_factory=set)
+    spent: dict[frozenset[int], int] = field(default_factory=dict)
+
+    def open_pairs(self) -> list[tuple[int, int]]:
+        """Pending pairs not judged yet whose units are still in different clusters."""
+        final = self.final
+        return [
+            pair
+            for pair in self.pending
+            if pair not in self.judged and final.find(pair[0]) != final.find(pair[1])
+        ]
+
+    def batches(self, round_number: int, size: int) -> list[list[list[int]]]:
+        """This round's batches of clusters: the clusters in an order rotated each round
+        (so that other clusters share a batch), ``size`` clusters at most per batch."""
+        current = self.final.clusters()
+        # A cluster bound to every other one by hard keeps (reversed direction, an
+        # earlier split) is settled: the model could not change it, so it is not sent.
+        current = [
+            c
+            for c in current
+            if any(
+                (min(x, y), max(x, y)) not in self.hard
+                for d in current
+                if d is not c
+                for x in c
+                for y in d
+            )
+        ]
+        shift = (round_number - 1) * (size // 2)
+        order = current[shift % len(current) :] + current[: shift % len(current)]
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def covered(self, members: set[int]) -> bool:
+        """A valid answer covered every pair of ``members``: whether any is newly judged."""
+        progress = False
+        for pair in combinations(sorted(members), 2):
+            self.answered.add(pair)
+            if pair not in self.judged:
+                self.judged.add(pair)
+                progress = True
+        return progress
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A validated answer about a batch: merged groups and unsure groups (positions in
+    the batch), the fields the LLM wrote for a merged group (by group position), its
+    reason (a pairwise verdict's), the model's result and the prompt it answered."""
+
+    groups: list[list[int]]
+    unsure: list[list[int]]
+    fields: dict[int, dict[str, Any]]
+    reason: str | None
+    result: LLMResult
+    prompt: str  # the prompt and its version that was answered
 
 
 class BlockDecider:
@@ -140,132 +228,94 @@ class BlockDecider:
             result.clusters = auto.clusters()
             self._for_review(units, pending.values(), entities, result, "no language model")
             return result
-        return await self._ask(
-            units, hard, joined, pending, auto.clusters(), entities, result, scores, symmetric
-        )
-
-    async def _ask(
-        self,
-        units: Sequence[Unit],
-        hard: list[tuple[int, int]],
-        joined: list[tuple[int, int]],
-        pending: dict[tuple[int, int], PairDecision],
-        clusters: list[list[int]],
-        entities: tuple[EntityContext, EntityContext],
-        result: BlockResult,
-        scores: dict[tuple[int, int], dict[str, float]],
-        symmetric: Sequence[bool],
-    ) -> BlockResult:
-        final = ConstrainedClusters(len(units))
-        hard_set = set(hard)
+        rounds = _Rounds(ConstrainedClusters(len(units)), set(hard), pending)
         for a, b in hard:
-            final.forbid(a, b)
+            rounds.final.forbid(a, b)
         for a, b in joined:
-            final.join(a, b)
-        judged: set[tuple[int, int]] = set()
-        answered: set[tuple[int, int]] = set()  # covered by a valid answer
-        failed_once: set[tuple[int, int]] = set()
-        failed_orders: set[tuple[tuple[int, ...], ...]] = set()
-        spent: dict[frozenset[int], int] = {}  # requests sent per batch (its members)
+            rounds.final.join(a, b)
+        block = _Block(units, entities, scores, symmetric)
+        return await self._ask(block, rounds, result)
+
+    async def _ask(self, block: _Block, rounds: _Rounds, result: BlockResult) -> BlockResult:
+        """The LLM rounds: each asks, for at most ``semantic_batch_count`` batches, about
+        the clusters that still have an open pair; a round that judges nothing new ends
+        them, and so does a failure no retry can mend."""
         max_attempts = self.config.max_attempts
-        batch_size = self.config.semantic_batch_size
         while result.rounds < self.config.max_rounds:
-            current = final.clusters()
-            open_pairs = [
-                pair
-                for pair in pending
-                if pair not in judged and final.find(pair[0]) != final.find(pair[1])
-            ]
+            open_pairs = rounds.open_pairs()
             if not open_pairs:
                 break
             result.rounds += 1
-            # A cluster bound to every other one by hard keeps (reversed direction, an
-            # earlier split) is settled: the model could not change it, so it is not sent.
-            current = [
-                c
-                for c in current
-                if any(
-                    (min(x, y), max(x, y)) not in hard_set
-                    for d in current
-                    if d is not c
-                    for x in c
-                    for y in d
-                )
-            ]
-            # Rotate the order each round so that other clusters share a batch.
-            shift = (result.rounds - 1) * (batch_size // 2)
-            order = current[shift % len(current) :] + current[: shift % len(current)]
-            batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
             sent = 0
             progress = False
-            for batch in batches:
+            for batch in rounds.batches(result.rounds, self.config.semantic_batch_size):
                 members = {m for cluster in batch for m in cluster}
                 if not any(a in members and b in members for a, b in open_pairs):
                     continue
-                # max_attempts bounds the requests about one batch, its re-ask included:
-                # once an answer was invalid, the first ask keeps the last attempt for a
-                # re-ask in another order.
-                key = frozenset(members)
-                used = spent.get(key, 0)
-                if used >= max_attempts:  # asked max_attempts times already: given up
-                    judged |= set(combinations(sorted(members), 2))
+                if rounds.spent.get(frozenset(members), 0) >= max_attempts:
+                    rounds.judged |= set(combinations(sorted(members), 2))  # given up
                     continue
                 if sent >= self.config.semantic_batch_count:
                     break
                 sent += 1
-                if _shape(batch) in failed_orders:
-                    # The same request would get the same answer (temperature 0, cache).
-                    batch = batch[::-1]
-                failed_orders.add(_shape(batch))
-                attempts = Attempts(max_attempts - used, keep=1 if used == 0 else 0)
-                try:
-                    await self._ask_batch(
-                        units, batch, entities, final, result, scores, symmetric, attempts
-                    )
-                    failed_orders.discard(_shape(batch))
-                except GroupFailed as failure:
-                    batch_pairs = set(combinations(sorted(members), 2))
-                    if failure.code != FAILED or not failure.invalid_answers:
-                        # Budget spent, endpoint unavailable or failing: stop here.
-                        result.failure = failure
-                        return self._finish(units, pending, answered, final, entities, result)
-                    # A model that answered badly gets its last attempt for these pairs in
-                    # the next round (a fresh request, records in another order, so not the
-                    # same request); then they are given up and the block records the
-                    # failure. An answer is worth the re-ask: a failed block loses every
-                    # merge only the LLM could make.
-                    if batch_pairs <= failed_once or used + attempts.used >= max_attempts:
-                        result.failure = failure
-                        judged |= batch_pairs
-                    failed_once |= batch_pairs
-                    progress = True
-                    continue
-                finally:
-                    spent[key] = used + attempts.used
-                for a, b in combinations(sorted(members), 2):
-                    answered.add((a, b))
-                    if (a, b) not in judged:
-                        judged.add((a, b))
-                        progress = True
+                step = await self._try_batch(block, batch, members, rounds, result)
+                if step is None:  # budget spent, endpoint unavailable or failing: stop
+                    return self._finish(block, rounds, result)
+                progress |= step
             if not progress:
                 break
-        return self._finish(units, pending, answered, final, entities, result)
+        return self._finish(block, rounds, result)
 
-    def _finish(
+    async def _try_batch(
         self,
-        units: Sequence[Unit],
-        pending: dict[tuple[int, int], PairDecision],
-        answered: set[tuple[int, int]],
-        final: ConstrainedClusters,
-        entities: tuple[EntityContext, EntityContext],
+        block: _Block,
+        batch: list[list[int]],
+        members: set[int],
+        rounds: _Rounds,
         result: BlockResult,
-    ) -> BlockResult:
+    ) -> bool | None:
+        """Ask about one batch: whether the round progressed (pairs newly judged, or a
+        failure that leaves a re-ask), or None when asking must stop.
+
+        ``max_attempts`` bounds the requests about one batch, its re-ask included: once an
+        answer was invalid, the first ask keeps the last attempt for a re-ask in another
+        order (the same request would get the same answer: temperature 0, cache)."""
+        max_attempts = self.config.max_attempts
+        key = frozenset(members)
+        used = rounds.spent.get(key, 0)
+        if _shape(batch) in rounds.failed_orders:
+            batch = batch[::-1]
+        rounds.failed_orders.add(_shape(batch))
+        attempts = Attempts(max_attempts - used, keep=1 if used == 0 else 0)
+        try:
+            await self._ask_batch(block, batch, rounds.final, result, attempts)
+            rounds.failed_orders.discard(_shape(batch))
+        except GroupFailed as failure:
+            batch_pairs = set(combinations(sorted(members), 2))
+            if failure.code != FAILED or not failure.invalid_answers:
+                result.failure = failure
+                return None
+            # A model that answered badly gets its last attempt for these pairs in the next
+            # round (a fresh request, records in another order); then they are given up
+            # and the block records the failure. An answer is worth the re-ask: a failed
+            # block loses every merge only the LLM could make.
+            if batch_pairs <= rounds.failed_once or used + attempts.used >= max_attempts:
+                result.failure = failure
+                rounds.judged |= batch_pairs
+            rounds.failed_once |= batch_pairs
+            return True
+        finally:
+            rounds.spent[key] = used + attempts.used
+        return rounds.covered(members)
+
+    def _finish(self, block: _Block, rounds: _Rounds, result: BlockResult) -> BlockResult:
         """The block's clusters; the pairs no valid answer covered go to review."""
+        final = rounds.final
         result.clusters = final.clusters()
         left = [
             p
-            for pair, p in pending.items()
-            if pair not in answered and final.find(pair[0]) != final.find(pair[1])
+            for pair, p in rounds.pending.items()
+            if pair not in rounds.answered and final.find(pair[0]) != final.find(pair[1])
         ]
         if result.failure is not None and result.failure.code == UNAVAILABLE:
             # Written as a run without an LLM writes them; a re-run asks them.
@@ -274,7 +324,7 @@ class BlockDecider:
             cause = f"no valid LLM verdict ({result.failure.code}: {result.failure.reason})"
         else:
             cause = "no valid LLM verdict within max_rounds"
-        self._for_review(units, left, entities, result, cause)
+        self._for_review(block.units, left, block.entities, result, cause)
         return result
 
     def _record(
@@ -298,91 +348,120 @@ class BlockDecider:
 
     async def _ask_batch(
         self,
-        units: Sequence[Unit],
+        block: _Block,
         batch: list[list[int]],
-        entities: tuple[EntityContext, EntityContext],
         final: ConstrainedClusters,
         result: BlockResult,
-        scores: dict[tuple[int, int], dict[str, float]],
-        symmetric: Sequence[bool],
         attempts: Attempts,
     ) -> None:
-        forward = (entities[0].entity_id, entities[1].entity_id)
-        shown = [self._record(units, cluster, forward, symmetric) for cluster in batch]
-        records = [record for record, _ in shown]
-        groups: list[list[int]]
-        unsure: list[list[int]]
-        fields: dict[int, dict[str, Any]] = {}
-        reason: str | None = None
-        async with self._limit:
-            if len(batch) == 2:
-                verdict, answer = await ask_judge(
-                    self.llm, records[:1], records[1], entities, self.config, attempts
-                )
-                groups = [[0, 1]] if verdict.verdict == "merge" else []
-                unsure = [[0, 1]] if verdict.verdict == "unsure" else []
-                reason = verdict.reason
-            else:
-                outcome, answer = await ask_cluster(
-                    self.llm, records, entities, self.config, attempts
-                )
-                groups, unsure = outcome.groups, outcome.unsure
-                fields = outcome.fields
-        for position, group in enumerate(groups):
+        """One request about ``batch`` (clusters of the block): the groups it merges are
+        joined in ``final`` (hard keeps bind it), the groups it is unsure about are
+        written for a person and decided by the policy."""
+        units = block.units
+        forward = (block.entities[0].entity_id, block.entities[1].entity_id)
+        shown = [self._record(units, cluster, forward, block.symmetric) for cluster in batch]
+        answer = await self._answer([record for record, _ in shown], block.entities, attempts)
+        for position, group in enumerate(answer.groups):
             members = [m for index in group for m in batch[index]]
             refused = final.join_all(members)
             applied = [m for m in members if m not in refused]
             if (
-                position in fields
+                position in answer.fields
                 and len(applied) > 1
                 and not refused
                 and all(shown[index][1] for index in group)
             ):
-                result.fields[min(applied)] = MergedFields(frozenset(members), fields[position])
+                merged = MergedFields(frozenset(members), answer.fields[position])
+                result.fields[min(applied)] = merged
+            why = "a direction or earlier split forbids part of the group" if refused else None
             result.decisions.append(
                 Decision(
                     member_ids=self._ids([units[m] for m in members]),
                     stage="semantic",
                     tier="llm",
                     verdict="merge" if not refused else "partial_merge",
-                    model=answer.model,
-                    cached=answer.cached,
+                    model=answer.result.model,
+                    cached=answer.result.cached,
+                    prompt=answer.prompt,
                     round=result.rounds,
-                    reason=reason
-                    or (
-                        "a direction or earlier split forbids part of the group"
-                        if refused
-                        else None
-                    ),
+                    reason=answer.reason or why,
                 )
             )
-        for group in unsure:
+        for group in answer.unsure:
             members = [m for index in group for m in batch[index]]
-            relations = [units[m].relation for m in members]
-            ids = self._ids([units[m] for m in members])
-            pair_scores = [scores[p] for p in combinations(sorted(members), 2) if p in scores]
-            best = {
-                key: max(s[key] for s in pair_scores)
-                for key in ("fuzzy", "cosine", "name_cosine")
-                if pair_scores
-            }
-            result.clarifications.append(
-                clarification(relations, ids, entities, best, reason, self.config.unsure_policy)
-            )
-            if self.config.unsure_policy == "merge":
-                final.join_all(members)
-            result.decisions.append(
-                Decision(
-                    member_ids=ids,
-                    stage="semantic",
-                    tier="policy",
-                    verdict=self.config.unsure_policy,
-                    model=answer.model,
-                    cached=answer.cached,
-                    round=result.rounds,
-                    reason="the LLM was unsure; no person answered, the policy decided",
+            self._unsure(block, members, answer, final, result)
+
+    async def _answer(
+        self,
+        records: list[dict[str, Any]],
+        entities: tuple[EntityContext, EntityContext],
+        attempts: Attempts,
+    ) -> _Answer:
+        """The LLM's validated answer about ``records``: a pairwise verdict for two
+        (``relation_judge``), a mapping table for more (``relation_cluster``); groups
+        and unsure groups as positions in ``records``."""
+        async with self._limit:
+            if len(records) == 2:
+                verdict, result = await ask_judge(
+                    self.llm, records[:1], records[1], entities, self.config, attempts
                 )
+                return _Answer(
+                    groups=[[0, 1]] if verdict.verdict == "merge" else [],
+                    unsure=[[0, 1]] if verdict.verdict == "unsure" else [],
+                    fields={},
+                    reason=verdict.reason,
+                    result=result,
+                    prompt=judge_pair.PROMPT,
+                )
+            outcome, result = await ask_cluster(self.llm, records, entities, self.config, attempts)
+            return _Answer(
+                outcome.groups,
+                outcome.unsure,
+                outcome.fields,
+                None,
+                result,
+                cluster_relations.PROMPT,
             )
+
+    def _unsure(
+        self,
+        block: _Block,
+        members: list[int],
+        answer: _Answer,
+        final: ConstrainedClusters,
+        result: BlockResult,
+    ) -> None:
+        """A group the LLM was unsure about: a question for a person, the policy meanwhile."""
+        units = block.units
+        relations = [units[m].relation for m in members]
+        ids = self._ids([units[m] for m in members])
+        pair_scores = [
+            block.scores[p] for p in combinations(sorted(members), 2) if p in block.scores
+        ]
+        best = {
+            key: max(s[key] for s in pair_scores)
+            for key in ("fuzzy", "cosine", "name_cosine")
+            if pair_scores
+        }
+        policy = self.config.unsure_policy
+        result.clarifications.append(
+            clarification(relations, ids, block.entities, best, answer.reason, policy)
+        )
+        if policy == "merge":
+            final.join_all(members)
+        result.decisions.append(
+            Decision(
+                member_ids=ids,
+                stage="semantic",
+                tier="policy",
+                verdict=policy,
+                model=answer.result.model,
+                cached=answer.result.cached,
+                prompt=answer.prompt,
+                round=result.rounds,
+                reason="the LLM was unsure; no person answered, the policy decided",
+            )
+        )
 
     def _for_review(
         self,

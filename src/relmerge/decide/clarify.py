@@ -12,8 +12,7 @@ from typing import Any
 
 import orjson
 
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 
 def clarification_id(

@@ -7,6 +7,8 @@ or shipped to another one and give the same :class:`BlockResult`.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -15,8 +17,7 @@ from relmerge.decide.block import BlockDecider, BlockResult
 from relmerge.decide.features import RelationFeatures
 from relmerge.decide.scores import BlockScores, Vectors
 from relmerge.decide.tiers import Orientation, PairDecision, decide_pair
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.units import Unit
 
 
@@ -94,3 +95,21 @@ async def decide_block(job: BlockJob, decider: BlockDecider) -> BlockResult:
     """Score the block's pairs, then cluster and ask (``decider``) what the tiers left."""
     pairs = score_block(job, decider.config)
     return await decider.decide(job.units, pairs, job.entities, job.symmetric)
+
+
+async def decide_blocks(
+    jobs: Sequence[BlockJob], decider: BlockDecider, on_done: Callable[[int], None]
+) -> list[BlockResult]:
+    """Every block of ``jobs``, concurrently on this event loop; results in the order of
+    ``jobs``, whatever order they end in (``on_done`` hears of each as it ends).
+
+    A job is built when its block starts (``jobs`` may be lazy): blocks that never wait
+    for an LLM are decided one after the other, and only the block being decided holds
+    its vectors. The decider's semaphore bounds the LLM requests in flight."""
+
+    async def one(index: int) -> BlockResult:
+        result = await decide_block(jobs[index], decider)
+        on_done(1)
+        return result
+
+    return list(await asyncio.gather(*(one(index) for index in range(len(jobs)))))

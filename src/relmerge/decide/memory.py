@@ -15,8 +15,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from relmerge.decide.tiers import PairDecision, Verdict
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 Answer = Literal["merge", "keep_both"]
 ANSWERS = ("merge", "keep_both")

@@ -25,7 +25,13 @@ from relmerge.errors import (
     LLMUnavailableError,
     ProviderError,
 )
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+from relmerge.providers.base import (
+    InvalidAnswerCounter,
+    LanguageModel,
+    LLMRequest,
+    LLMResult,
+    unreachable_counter,
+)
 
 T = TypeVar("T")
 
@@ -138,21 +144,15 @@ async def ask_validated(
 
 
 def _note_invalid(llm: LanguageModel) -> None:
-    """Tell the run's accounting (``AccountingModel.note_invalid``) an answer was unusable."""
-    note = getattr(llm, "note_invalid", None)
-    if callable(note):
-        note()
+    """Tell the run's accounting (the model asked, when it counts them) an answer was
+    unusable."""
+    if isinstance(llm, InvalidAnswerCounter):
+        llm.note_invalid()
 
 
 def report_unreachable(llm: object) -> None:
-    """Tell the run's circuit breaker (``note_unreachable`` of the model or of a model it
-    wraps, ``inner``) that a question got no answer at all."""
-    current: object | None = llm
-    for _ in range(32):
-        if current is None:
-            return
-        note = getattr(current, "note_unreachable", None)
-        if callable(note):
-            note()
-            return
-        current = getattr(current, "inner", None)
+    """Tell the run's circuit breaker (the model asked, or a layer it wraps, that counts
+    unanswered questions) that a question got no answer at all."""
+    counter = unreachable_counter(llm)
+    if counter is not None:
+        counter.note_unreachable()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from relmerge.cputime import CpuMeter
 
 if TYPE_CHECKING:
-    from relmerge.chunk import ChunkResult
+    from relmerge.stages.chunk import ChunkResult
 
 # Stage names of the chunk work, as the result's "seconds" has long named them.
 _SECONDS_NAME = {"decide": "semantic"}

@@ -124,20 +124,17 @@ class RayDoor:
 
 
 class GatewayModel:
-    """The worker's model: every request goes through the door to the driver's model.
+    """The worker's provider: every request goes through the door to the driver's model.
 
-    Unusable answers are counted here (``note_invalid``) and added to the driver's
-    accounting when the worker's results come back.
+    A question that got no answer at all is passed on to the driver's breaker
+    (``note_unreachable``). The worker's stack over it counts the unusable answers, added
+    to the driver's accounting when the worker's results come back.
     """
 
     def __init__(self, gateway: Door | None, name: str, available: bool) -> None:
         self.gateway = gateway
         self.name = name
         self.available = available
-        self.invalid_answers = 0
-
-    def note_invalid(self) -> None:
-        self.invalid_answers += 1
 
     def note_unreachable(self) -> None:
         if self.gateway is not None:

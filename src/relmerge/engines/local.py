@@ -1,9 +1,8 @@
-"""The local engines: a run's chunks in this process, one after the other, or side by
-side in worker processes (``engines.processes``), and which of them a run gets.
+"""The local engine: a run's chunks in this process, one after the other; and which
+engine a run gets when its caller names none (:func:`default_engine`).
 
-In this process each chunk is worked by ``relmerge.chunk.work_chunk`` with the driver's
-model and embedder; its blocks are decided concurrently on this event loop
-(``base.LocalEngine``).
+Each chunk is worked by ``relmerge.stages.chunk.work_chunk`` with the driver's model and
+embedder; its blocks are decided concurrently on this event loop by the semantic stage.
 """
 
 from __future__ import annotations
@@ -12,9 +11,9 @@ import os
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
-from relmerge.chunk import ChunkEngine, ChunkResult, ChunkRun, ChunkTask, work_chunk
-from relmerge.engines import base
+from relmerge.engines.base import ChunkEngine, ChunkRun, collect, recipe_for
 from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.stages.chunk import ChunkResult, ChunkTask, work_chunk
 
 
 def default_engine(chunks: int, embedder: EmbeddingModel | None) -> ChunkEngine:
@@ -22,17 +21,17 @@ def default_engine(chunks: int, embedder: EmbeddingModel | None) -> ChunkEngine:
     chunks and the semantic stage embeds with a model a worker can load itself (the
     default one, or hash): then the embedding, exact stage and decisions of two chunks
     run side by side while this process reads and writes. Otherwise this process."""
-    from relmerge.engines.workers import recipe_for
-
     workers = min(os.cpu_count() or 1, chunks)
     if workers >= 2 and embedder is not None and recipe_for(embedder) is not None:
+        # Imported here: the worker module (``python -m relmerge.engines.process_worker``)
+        # must not be imported by ``import relmerge`` before it runs as __main__.
         from relmerge.engines.processes import ProcessEngine
 
         return ProcessEngine(workers)
     return LocalEngine()
 
 
-class LocalEngine(base.LocalEngine):
+class LocalEngine:
     """Everything in this process: chunks one after the other, the blocks of a chunk
     concurrently on one event loop."""
 
@@ -45,9 +44,10 @@ class LocalEngine(base.LocalEngine):
         # One chunk at a time: preparing the next one while this one was decided
         # measured slower on two cores (the embedding already uses both).
         for task in tasks:
-            yield await work_chunk(
+            result = await work_chunk(
                 task, run.settings, run.model, run.embedder, run.progress, run.meter
             )
+            yield collect(result, run)
 
     def describe(self) -> dict[str, Any]:
         return {"workers": 0}

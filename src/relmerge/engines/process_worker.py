@@ -28,14 +28,12 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from relmerge.chunk import ChunkSettings, ChunkTask, RecordedProgress, work_chunk
 from relmerge.cputime import CpuMeter
-from relmerge.engines.gateway import GatewayModel, Outcome, provider_failure
-from relmerge.engines.workers import EmbedderRecipe, WorkerEmbedder, worker_base
-from relmerge.errors import ProviderError
+from relmerge.engines.gateway import Outcome
+from relmerge.engines.workers import WorkerSetup, work_on_worker, worker_base
+from relmerge.stages.chunk import ChunkTask, RecordedProgress
 
 HEADER = 8
 
@@ -53,17 +51,6 @@ def read_message(stream: BinaryIO) -> Any:
     size = int.from_bytes(header, "little")
     payload = stream.read(size)
     return pickle.loads(payload) if len(payload) == size else None
-
-
-@dataclass(frozen=True)
-class WorkerSetup:
-    """What every chunk of the run shares, sent once to each worker."""
-
-    settings: ChunkSettings
-    recipe: EmbedderRecipe | None  # None: every text embedded by the driver (the desk)
-    llm_name: str
-    llm_available: bool
-    desk: bool  # the driver's cache (or embedder) answers through the desk
 
 
 class PipeDoor:
@@ -179,26 +166,16 @@ class Worker:
     async def work(self, task: ChunkTask) -> tuple[Outcome, Any]:
         setup = self.setup
         assert setup is not None  # the driver sends it first
-        meter = CpuMeter()
-        llm = PipeDoor(self, "llm") if setup.llm_available else None
-        model = GatewayModel(llm, setup.llm_name, setup.llm_available)
-        embedder = None
-        if setup.settings.semantic:
-            base = worker_base(setup.recipe) if setup.recipe is not None else None
-            desk = PipeDoor(self, "desk") if setup.desk else None
-            embedder = WorkerEmbedder(base, desk, base.name if base is not None else "driver")
         progress = SentProgress(self)
         try:
-            result = await work_chunk(task, setup.settings, model, embedder, progress, meter)
-        except ProviderError as error:  # an endpoint that cannot work: the run stops
-            return provider_failure(error), None
+            outcome, result = await work_on_worker(
+                task, setup, PipeDoor(self, "llm"), PipeDoor(self, "desk"), progress
+            )
         except Exception:  # a bug: the driver raises it with this traceback
             return ("error", traceback.format_exc()), None
-        result.invalid_answers = model.invalid_answers
-        result.progress = progress.left()
-        if embedder is not None:
-            result.new_vectors = embedder.new
-        return ("ok", None), result
+        if result is not None:
+            result.progress = progress.left()
+        return outcome, result
 
     async def embed(self, texts: list[str]) -> tuple[Outcome, Any, float]:
         setup = self.setup

@@ -26,24 +26,20 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from relmerge.chunk import ChunkResult, ChunkRun, ChunkTask, RecordedProgress
 from relmerge.cputime import process_cpu_seconds
 from relmerge.decide.retry import report_unreachable
+from relmerge.engines.base import ChunkRun, collect, embed_driver_texts
 from relmerge.engines.gateway import Outcome, answer, raise_failure
-from relmerge.engines.process_worker import HEADER, WorkerSetup, frame
-from relmerge.engines.workers import DeskModel, recipe_for
-from relmerge.errors import ConfigError
+from relmerge.engines.process_worker import HEADER, frame
+from relmerge.engines.workers import DeskModel, worker_setup
+from relmerge.errors import ConfigError, WorkerDied
 from relmerge.progress import working
-from relmerge.providers.cached import persistent_layer
+from relmerge.providers.base import layers
+from relmerge.providers.cached import CachingModel, persistent_layer
 from relmerge.providers.embedding import Vectors
+from relmerge.stages.chunk import ChunkResult, ChunkTask, RecordedProgress
 
 _PER_WORKER = 2  # chunks a worker holds at once: the one it works and the next
-
-
-class WorkerDied(RuntimeError):
-    """A worker process ended in the middle of the run."""
 
 
 class _Worker:
@@ -100,19 +96,12 @@ class ProcessEngine:
 
     # -- the processes --------------------------------------------------------------
 
-    async def _start(self, run: ChunkRun) -> None:
+    async def _start(self, run: ChunkRun) -> int:
+        """Start the workers (once per run); how many there are."""
         if self._pool:
-            return
+            return len(self._pool)
         self._run, self._closing = run, False
-        recipe = recipe_for(run.embedder) if run.settings.semantic else None
-        persistent = persistent_layer(run.embedder)
-        setup = WorkerSetup(
-            run.settings,
-            recipe,
-            run.model.name,
-            run.model.available,
-            desk=run.settings.semantic and (recipe is None or persistent is not None),
-        )
+        setup = worker_setup(run)
         try:
             setup_frame = frame(("setup", setup))  # once: the entities can be many
         except Exception as error:  # an object of the caller's (answer memory, entities)
@@ -120,7 +109,7 @@ class ProcessEngine:
                 f"the run's settings cannot be sent to worker processes ({error}); "
                 "work in one process: --workers 0, or engine=LocalEngine()"
             ) from error
-        desk = DeskModel(run.embedder, persistent)
+        desk = DeskModel(run.embedder, persistent_layer(run.embedder))
         self._models = {"llm": run.model, "desk": desk}
         self._limits = {
             "llm": asyncio.Semaphore(run.settings.config.concurrency),
@@ -143,6 +132,7 @@ class ProcessEngine:
             worker.reader = asyncio.create_task(self._read(worker))
             self._pool.append(worker)
             await worker.send_frame(setup_frame)
+        return len(self._pool)
 
     async def close(self) -> None:
         """Let the workers end (their CPU outside the jobs is counted first)."""
@@ -206,10 +196,10 @@ class ProcessEngine:
         if self._closing:
             return
         code = await worker.process.wait()
-        died = WorkerDied(
-            f"a relmerge worker process (pid {worker.process.pid}) ended in the middle of "
-            f"the run (exit code {code}); the same command resumes the run"
+        cached = self._run is not None and any(
+            isinstance(layer, CachingModel) for layer in layers(self._run.model)
         )
+        died = WorkerDied(worker.process.pid, code, cached)
         for key in worker.held:
             future = self._futures.get(key)
             if future is not None and not future.done():
@@ -287,8 +277,6 @@ class ProcessEngine:
         self._waiting.clear()
         order: deque[int] = deque()  # chunk numbers read and not yet yielded
         loop = asyncio.get_running_loop()
-        persistent = persistent_layer(run.embedder)
-        note_invalid = getattr(run.model, "note_invalid", None)
         exhausted = False
         while True:
             while not exhausted and len(order) < self.window:
@@ -308,54 +296,34 @@ class ProcessEngine:
             with run.meter.stage("collect"):
                 raise_failure(_as_failure(outcome))
                 self._chunk_cpu += sum(result.cpu.values())
-                if note_invalid is not None:
-                    for _ in range(result.invalid_answers):
-                        note_invalid()
-                if result.progress is not None:
-                    result.progress.replay(run.progress)
-                    result.progress = None
-            if persistent is not None and result.new_vectors:
-                with run.meter.stage("cache"):
-                    persistent.store(result.new_vectors)
-                result.new_vectors = []
-            yield result
+            yield collect(result, run)
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """The driver's own texts (the report's entity names): those the cache serves
-        from it, the rest embedded by the workers in parts of whole 1024s (the model's
-        batches fall where a one-process run's fall) and stored; the driver never loads
-        the model."""
-        recipe = recipe_for(run.embedder)
-        if recipe is None or not texts:
-            if run.embedder is None:
-                raise AssertionError("no embedder")  # the pipeline asks only with one
-            return await run.embedder.embed(texts)
-        await self._start(run)
-        persistent = persistent_layer(run.embedder)
-        if persistent is None:
-            return await self._embed_on_workers(list(texts))
-        return await persistent.embed_with(texts, self._embed_on_workers)
+        """The driver's own texts (the report's entity names), on the workers (see
+        ``base.embed_driver_texts``)."""
+        return await embed_driver_texts(
+            run, texts, lambda: self._start(run), self._embed_on_workers
+        )
 
-    async def _embed_on_workers(self, texts: list[str]) -> Vectors:
-        size = 1024 * max(1, -(-len(texts) // (4 * self.workers * 1024)))
+    async def _embed_on_workers(self, parts: list[list[str]]) -> list[Vectors]:
         loop = asyncio.get_running_loop()
         keys = []
-        for n, start in enumerate(range(0, len(texts), size)):
+        for n, part in enumerate(parts):
             key = ("embed", self._next_job)
             self._next_job += 1
             self._futures[key] = loop.create_future()
             worker = self._pool[n % len(self._pool)]
             worker.held.add(key)
-            await worker.send(("embed", key[1], texts[start : start + size]))
+            await worker.send(("embed", key[1], part))
             keys.append(key)
-        parts = []
+        vectors = []
         for key in keys:
-            outcome, vectors, cpu = await self._landed(key)
+            outcome, part_vectors, cpu = await self._landed(key)
             raise_failure(_as_failure(outcome))
             self._chunk_cpu += cpu
             self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
-            parts.append(vectors)
-        return np.concatenate(parts)
+            vectors.append(part_vectors)
+        return vectors
 
 
 def _as_failure(outcome: Outcome) -> Outcome:

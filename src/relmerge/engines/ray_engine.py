@@ -1,7 +1,7 @@
 """``--engine ray``: chunks worked by Ray tasks; the driver streams, serves and writes.
 
 Each chunk of whole blocks goes to a task that runs all of its work
-(``relmerge.chunk.work_chunk``: exact stage, embedding, scores, decisions) and returns
+(``relmerge.stages.chunk.work_chunk``: exact stage, embedding, scores, decisions) and returns
 only what the driver writes. The driver reads the input, plans the chunks, keeps at most
 ``window`` of them in flight (a few per cluster CPU, so a large input never sits in Ray's
 object store at once), writes the results in plan order (the outputs of a local run),
@@ -24,37 +24,27 @@ from collections.abc import AsyncGenerator, Iterator, Sequence
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-
-from relmerge.chunk import (
-    ChunkResult,
-    ChunkRun,
-    ChunkSettings,
-    ChunkTask,
-    RecordedProgress,
-    work_chunk,
-)
 from relmerge.cputime import CpuMeter
+from relmerge.engines.base import ChunkRun, collect, embed_driver_texts, recipe_for
 from relmerge.engines.gateway import (
-    GatewayModel,
     GatewayServer,
     LLMGateway,
     Outcome,
     RayDoor,
     landed,
-    provider_failure,
     raise_failure,
 )
 from relmerge.engines.workers import (
     DeskModel,
-    EmbedderRecipe,
-    WorkerEmbedder,
-    recipe_for,
+    WorkerSetup,
+    work_on_worker,
     worker_base,
+    worker_setup,
 )
-from relmerge.errors import ConfigError, ProviderError
-from relmerge.providers.cached import PersistentEmbedder, persistent_layer
-from relmerge.providers.embedding import Vectors
+from relmerge.errors import ConfigError
+from relmerge.providers.cached import persistent_layer
+from relmerge.providers.embedding import Recipe, Vectors
+from relmerge.stages.chunk import ChunkResult, ChunkTask, RecordedProgress
 
 NO_RAY = "--engine ray needs Ray, which is not installed: pip install relmerge[ray]"
 
@@ -68,38 +58,22 @@ def import_ray() -> ModuleType:
 
 
 def _work_on_worker(
-    settings: ChunkSettings,
-    task: ChunkTask,
-    gateway: Any,
-    desk: Any,
-    llm_name: str,
-    llm_available: bool,
-    recipe: EmbedderRecipe | None,
+    setup: WorkerSetup, task: ChunkTask, gateway: Any, desk: Any
 ) -> tuple[Outcome, ChunkResult | None]:
-    """A Ray task: one chunk, its CPU measured in this process."""
+    """A Ray task: one chunk (see ``workers.work_on_worker``), and the node it ran on."""
     import ray
 
-    meter = CpuMeter()
-    model = GatewayModel(RayDoor(gateway) if gateway is not None else None, llm_name, llm_available)
-    embedder = None
-    if settings.semantic:
-        base = worker_base(recipe) if recipe is not None else None
-        door = RayDoor(desk) if desk is not None else None
-        embedder = WorkerEmbedder(base, door, base.name if base is not None else "driver")
+    llm = RayDoor(gateway) if gateway is not None else None
+    door = RayDoor(desk) if desk is not None else None
     progress = RecordedProgress()
-    try:
-        result = asyncio.run(work_chunk(task, settings, model, embedder, progress, meter))
-    except ProviderError as error:  # an endpoint that cannot work: the run stops, as locally
-        return provider_failure(error), None
-    result.invalid_answers = model.invalid_answers
-    result.progress = progress
-    result.node = ray.get_runtime_context().get_node_id()
-    if embedder is not None:
-        result.new_vectors = embedder.new
-    return ("ok", None), result
+    outcome, result = asyncio.run(work_on_worker(task, setup, llm, door, progress))
+    if result is not None:
+        result.progress = progress
+        result.node = ray.get_runtime_context().get_node_id()
+    return outcome, result
 
 
-def _embed_on_worker(recipe: EmbedderRecipe, texts: list[str]) -> tuple[Vectors, float]:
+def _embed_on_worker(recipe: Recipe, texts: list[str]) -> tuple[Vectors, float]:
     """A Ray task: vectors of ``texts`` and the CPU seconds they took here."""
     meter = CpuMeter()
     with meter.stage("embed"):
@@ -141,36 +115,32 @@ class RayEngine:
         """The actors end with each run; a Ray this engine joined is left to its owner."""
 
     async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """Texts of the driver's own phases (the report's entity names): those the cache
-        serves from it, the rest on the workers, in parts, and stored; the driver never
-        loads the model; an embedder that cannot be built there embeds in the driver."""
-        recipe = recipe_for(run.embedder)
-        if recipe is None or not texts:
-            if run.embedder is None:
-                raise AssertionError("no embedder")  # the pipeline asks only with one
-            return await run.embedder.embed(texts)
-        with run.meter.stage("connect"):
-            ray = self.connect()
-        task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
-            _embed_on_worker
-        )
-        self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        """Texts of the driver's own phases (the report's entity names), on the workers
+        (see ``base.embed_driver_texts``)."""
+        ray: ModuleType | None = None
 
-        async def on_workers(texts: list[str]) -> Vectors:
-            # Parts of whole 1024s: the model's batches fall where a local run's fall.
-            size = 1024 * max(1, -(-len(texts) // (4 * self._cpus * 1024)))
-            refs = [task.remote(recipe, texts[i : i + size]) for i in range(0, len(texts), size)]
-            parts = []
+        async def start() -> int:
+            nonlocal ray
+            with run.meter.stage("connect"):
+                ray = self.connect()
+            self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+            return self._cpus
+
+        async def embed_parts(parts: list[list[str]]) -> list[Vectors]:
+            assert ray is not None  # started first
+            recipe = recipe_for(run.embedder)
+            task = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
+                _embed_on_worker
+            )
+            refs = [task.remote(recipe, part) for part in parts]
+            vectors = []
             for ref in refs:
-                vectors, cpu = await landed(ref)
+                part_vectors, cpu = await landed(ref)
                 self.extra_worker_cpu["plan"] = self.extra_worker_cpu.get("plan", 0.0) + cpu
-                parts.append(vectors)
-            return np.concatenate(parts)
+                vectors.append(part_vectors)
+            return vectors
 
-        persistent = persistent_layer(run.embedder)
-        if persistent is None:
-            return await on_workers(list(texts))
-        return await persistent.embed_with(texts, on_workers)
+        return await embed_driver_texts(run, texts, start, embed_parts)
 
     async def run_chunks(
         self, run: ChunkRun, tasks: Iterator[ChunkTask]
@@ -179,8 +149,7 @@ class RayEngine:
             ray = self.connect()
         self._cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         window = self.window or 2 * self._cpus
-        recipe = recipe_for(run.embedder) if run.settings.semantic else None
-        persistent = persistent_layer(run.embedder)
+        setup = worker_setup(run)
         servers: list[tuple[Any, GatewayServer, asyncio.Task[None]]] = []
 
         def serve(model: Any, concurrency: int) -> Any:
@@ -191,28 +160,26 @@ class RayEngine:
 
         gateway = serve(run.model, run.settings.config.concurrency) if run.model.available else None
         desk = None
-        if run.settings.semantic and (recipe is None or persistent is not None):
-            desk = serve(DeskModel(run.embedder, persistent), 4)
+        if setup.desk:
+            desk = serve(DeskModel(run.embedder, persistent_layer(run.embedder)), 4)
         work = ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=self.strategy)(
             _work_on_worker
         )
-        settings = ray.put(run.settings)
-        llm = (run.model.name, run.model.available)
-        note_invalid = getattr(run.model, "note_invalid", None)
+        shared = ray.put(setup)
         in_flight: deque[Any] = deque()
         try:
             while True:
                 with run.meter.stage("submit"):  # read from the spool, sent to the store
                     task = next(tasks, None)
                     if task is not None:
-                        in_flight.append(work.remote(settings, task, gateway, desk, *llm, recipe))
+                        in_flight.append(work.remote(shared, task, gateway, desk))
                 if task is None:
                     break
                 if len(in_flight) < window:
                     continue
-                yield await self._collect(in_flight.popleft(), run, persistent, note_invalid)
+                yield await self._collect(in_flight.popleft(), run)
             while in_flight:
-                yield await self._collect(in_flight.popleft(), run, persistent, note_invalid)
+                yield await self._collect(in_flight.popleft(), run)
         finally:
             for ref in in_flight:  # a failed or abandoned run: stop what is still running
                 ray.cancel(ref, force=True)
@@ -225,27 +192,11 @@ class RayEngine:
             if server.errors:
                 raise server.errors[0]
 
-    async def _collect(
-        self,
-        ref: Any,
-        run: ChunkRun,
-        persistent: PersistentEmbedder | None,
-        note_invalid: Any,
-    ) -> ChunkResult:
+    async def _collect(self, ref: Any, run: ChunkRun) -> ChunkResult:
         landing = landed(ref)
         await asyncio.wait([landing])
         with run.meter.stage("collect"):  # the result unpickled here
             outcome, landed_result = landing.result()
         raise_failure(outcome)
         result: ChunkResult = landed_result
-        if note_invalid is not None:
-            for _ in range(result.invalid_answers):
-                note_invalid()
-        if persistent is not None and result.new_vectors:
-            with run.meter.stage("cache"):
-                persistent.store(result.new_vectors)
-            result.new_vectors = []
-        if result.progress is not None:
-            result.progress.replay(run.progress)
-            result.progress = None
-        return result
+        return collect(result, run)

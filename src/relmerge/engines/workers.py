@@ -1,72 +1,100 @@
 """What a chunk worker runs with, whatever carries its messages (Ray, a local pipe).
 
-A worker rebuilds the driver's embedder from a recipe (the default model, loaded once per
-worker process, or the hash embedder); vectors the driver's cache holds are asked for
-through the embedding desk (a :class:`~relmerge.engines.gateway.Door` to
-:class:`DeskModel` in the driver), and the vectors the worker computes go back with its
-result for that cache. A worker never opens the driver's SQLite file.
+The driver sends each worker one :class:`WorkerSetup` (:func:`worker_setup`); a worker
+then works each chunk with :func:`work_on_worker`. Its language model is built by the
+composition root (``providers.stack.build_model_stack``) over a
+:class:`~relmerge.engines.gateway.GatewayModel`, whose requests go through a door to the
+driver's model stack (one budget, cache, breaker and count for the run). Its embedder is
+rebuilt from the driver's recipe (the default model, loaded once per worker process, or
+the hash embedder); vectors the driver's cache holds are asked for through the embedding
+desk (a :class:`~relmerge.engines.gateway.Door` to :class:`DeskModel` in the driver), and
+the vectors the worker computes go back with its result for that cache. A worker never
+opens the driver's SQLite file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from relmerge.engines.gateway import Door, raise_failure
+from relmerge.cputime import CpuMeter
+from relmerge.engines.base import ChunkRun, recipe_for
+from relmerge.engines.gateway import Door, GatewayModel, Outcome, provider_failure, raise_failure
 from relmerge.errors import ProviderError
-from relmerge.providers.cached import PersistentEmbedder
-from relmerge.providers.embedding import EmbeddingModel, HashEmbedder, Vectors
-
-
-def _chain(component: Any) -> Iterator[Any]:
-    """A wrapper and what it wraps (``inner``), outermost first."""
-    while component is not None:
-        yield component
-        component = getattr(component, "inner", None)
+from relmerge.progress import Progress
+from relmerge.providers.cached import PersistentEmbedder, persistent_layer
+from relmerge.providers.embedding import EmbeddingModel, Recipe, Vectors
+from relmerge.providers.stack import build_model_stack
+from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, work_chunk
 
 
 @dataclass(frozen=True)
-class EmbedderRecipe:
-    """How a worker builds the driver's embedder: ``use`` (the default, one process per
-    task: Ray runs a task per CPU) or ``hash`` of ``dim`` dimensions."""
+class WorkerSetup:
+    """What every chunk of the run shares, sent once to each worker."""
 
-    provider: str
-    dim: int = 512
-
-    def build(self) -> EmbeddingModel:
-        if self.provider == "hash":
-            return HashEmbedder(self.dim)
-        from relmerge.providers.use_embed import UseEmbedder
-
-        return UseEmbedder(processes=1)
+    settings: ChunkSettings
+    recipe: Recipe | None  # None: every text embedded by the driver (the desk)
+    llm_name: str
+    llm_available: bool
+    desk: bool  # the driver's cache (or embedder) answers through the desk
 
 
-def recipe_for(embedder: EmbeddingModel | None) -> EmbedderRecipe | None:
-    """The recipe of the embedder under the driver's wrappers, if a worker can build it."""
-    base = list(_chain(embedder))[-1] if embedder is not None else None
-    if isinstance(base, HashEmbedder):
-        return EmbedderRecipe("hash", base.dim)
-    try:
-        from relmerge.providers.use_embed import UseEmbedder
-    except ImportError:  # pragma: no cover - a core dependency
-        return None
-    return EmbedderRecipe("use") if isinstance(base, UseEmbedder) else None
+def worker_setup(run: ChunkRun) -> WorkerSetup:
+    """The run's setup for its workers: the desk serves them where the driver's cache
+    holds vectors, or where the driver's embedder cannot be rebuilt on a worker."""
+    recipe = recipe_for(run.embedder) if run.settings.semantic else None
+    desk = run.settings.semantic and (recipe is None or persistent_layer(run.embedder) is not None)
+    return WorkerSetup(run.settings, recipe, run.model.name, run.model.available, desk)
 
 
 # One embedder per worker process, built on its first task and kept for the later ones:
 # loading the default model takes about a second.
-_WORKER_EMBEDDERS: dict[EmbedderRecipe, EmbeddingModel] = {}
+_WORKER_EMBEDDERS: dict[Recipe, EmbeddingModel] = {}
 
 
-def worker_base(recipe: EmbedderRecipe) -> EmbeddingModel:
+def worker_base(recipe: Recipe) -> EmbeddingModel:
     """The process's embedder. No cache of recent texts in front of it: a chunk's texts
-    are embedded as one list, batched as a local run batches them (see ``pipeline``)."""
+    are embedded as one list, batched as a local run batches them (see
+    ``providers.stack.without_recent_texts``)."""
     if recipe not in _WORKER_EMBEDDERS:
         _WORKER_EMBEDDERS[recipe] = recipe.build()
     return _WORKER_EMBEDDERS[recipe]
+
+
+async def work_on_worker(
+    task: ChunkTask,
+    setup: WorkerSetup,
+    llm: Door | None,
+    desk: Door | None,
+    progress: Progress,
+) -> tuple[Outcome, ChunkResult | None]:
+    """One chunk on a worker, its CPU measured in this process: the LLM asked through
+    ``llm`` (a door to the driver's model), cached vectors through ``desk``. An endpoint
+    that cannot work is the outcome (the run stops, as locally); a bug is raised."""
+    meter = CpuMeter()
+    # The worker's stack counts the unusable answers it sees (for the driver's accounting)
+    # and passes unanswered questions on to the driver's breaker; the run's limits, cache
+    # and progress are the driver's stack, behind the door.
+    gateway = GatewayModel(
+        llm if setup.llm_available else None, setup.llm_name, setup.llm_available
+    )
+    model = build_model_stack(gateway, setup.settings.config, run_limits=False)
+    embedder = None
+    if setup.settings.semantic:
+        base = worker_base(setup.recipe) if setup.recipe is not None else None
+        to_desk = desk if setup.desk else None
+        embedder = WorkerEmbedder(base, to_desk, base.name if base is not None else "driver")
+    try:
+        result = await work_chunk(task, setup.settings, model.model, embedder, progress, meter)
+    except ProviderError as error:
+        return provider_failure(error), None
+    result.invalid_answers = model.stats.invalid_answers
+    if embedder is not None:
+        result.new_vectors = embedder.new
+    return ("ok", None), result
 
 
 class WorkerEmbedder:

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 Pair = tuple[str, str]
 """A canonical endpoint pair: ``(min, max)`` of the two entity ids (see :func:`pair_of`)."""

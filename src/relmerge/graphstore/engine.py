@@ -42,8 +42,7 @@ from relmerge.graphstore.base import (
 from relmerge.graphstore.db import Db, Dialect, Locks, chunks
 from relmerge.graphstore.schema import SCHEMA_VERSION
 from relmerge.graphstore.writes import BatchWrite, missing_targets
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 T = TypeVar("T")
 WRITE_CHUNK = 1000  # relations per call of a batch's transaction (and per progress tick)

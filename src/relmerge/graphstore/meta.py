@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from relmerge import __version__
 from relmerge.errors import StoreSchemaError
 from relmerge.graphstore.db import Db, Locks
 from relmerge.graphstore.schema import META_TABLE, SCHEMA_VERSION, create_statements
 from relmerge.graphstore.writes import now
+from relmerge.version import __version__
 
 
 def schema_problem(url: str, found: Any) -> str | None:

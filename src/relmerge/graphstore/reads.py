@@ -20,8 +20,7 @@ from relmerge.graphstore.schema import (
     row_entity,
     row_relation,
 )
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 BATCH_COLUMNS = "seq, batch_id, kind, fingerprint, status, applied_at, undone_at, counts"
 

@@ -27,8 +27,7 @@ from typing import Any
 import orjson
 
 from relmerge.graphstore.base import Pair, relation_pair
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 SCHEMA_VERSION = 1
 META_TABLE = "relmerge_meta"

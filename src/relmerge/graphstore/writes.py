@@ -32,8 +32,7 @@ from relmerge.graphstore.schema import (
     relation_row,
     row_relation,
 )
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 
 _INSERT_RELATION = (
     f"INSERT INTO relmerge_relations ({RELATION_COLUMNS}, inserted_by) VALUES ({marks(15)})"

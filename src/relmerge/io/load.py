@@ -19,8 +19,7 @@ import orjson
 from relmerge.errors import InputError, RelmergeError, StoreError
 from relmerge.io.foreign import check_not_foreign
 from relmerge.io.records import RawRecord, unreadable
-from relmerge.model import json_type_name
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, json_type_name
 from relmerge.stores import local_path, open_store
 from relmerge.stores.base import ObjectStore, validate_key
 from relmerge.stores.fsspec_store import redact_url

@@ -20,6 +20,7 @@ import orjson
 from relmerge.errors import InputError, StoreError
 from relmerge.io.records import RawRecord
 from relmerge.io.write import RESULT_FILE
+from relmerge.progress import CountsBytes
 from relmerge.stores.base import ObjectStore
 
 
@@ -50,15 +51,14 @@ class HashedRecords:
     def __init__(self, raws: Iterable[RawRecord], digest: Any) -> None:
         self._raws = raws
         self._digest = digest
-        total = getattr(raws, "total_bytes", None)
-        if isinstance(total, int):
-            self.total_bytes = total
+        if isinstance(raws, CountsBytes):
+            self.total_bytes = raws.total_bytes
         if isinstance(raws, Sized):
             self.total_records = len(raws)
 
     @property
     def bytes_read(self) -> int:
-        return int(getattr(self._raws, "bytes_read", 0))
+        return self._raws.bytes_read if isinstance(self._raws, CountsBytes) else 0
 
     def __iter__(self) -> Iterator[RawRecord]:
         for raw in self._raws:

@@ -26,6 +26,7 @@ from relmerge.judge.checks import (
     RelationLike,
     Verdict,
     as_relation,
+    llm_merge,
 )
 from relmerge.judge.outcome import UNSURE, failure_of
 from relmerge.model import ExtractedRelation
@@ -126,24 +127,12 @@ async def _decide_group(
         unsure = next((g for g in outcome.unsure if record in g), None)
         matches = [m for m in (group or []) if m < old_count]
         if matches:
-            pair = item.pairs[matches[0]]
-            if pair.hard:  # a hard keep binds the LLM too
-                verdict = Verdict(
-                    decision="keep_both",
-                    tier=pair.tier,
-                    scores=pair.scores,
-                    reason=f"the LLM grouped them, but the rules hard-keep them ({pair.tier})",
-                    llm_outcome="answered",
-                )
-            else:
-                verdict = Verdict(
-                    decision="merge",
-                    tier="llm",
-                    scores=pair.scores,
-                    matched_relation_id=item.olds[matches[0]].relation_id,
-                    reason="the LLM grouped it with an existing relation",
-                    llm_outcome="answered",
-                )
+            verdict = llm_merge(
+                item.pairs[matches[0]],
+                item.olds[matches[0]].relation_id,
+                "the LLM grouped it with an existing relation",
+                "the LLM grouped them",
+            )
         elif unsure is not None and any(m < old_count for m in unsure):
             verdict = await judge.clarify(item, UNSURE.reason, UNSURE)
         else:

@@ -11,8 +11,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.tiers import PairDecision
 from relmerge.errors import InputError
 from relmerge.judge.outcome import LLMOutcome, NoLLMVerdict
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.providers.accounting import AccountingModel
 
 RelationLike = ExtractedRelation | dict[str, Any] | str
@@ -47,6 +46,15 @@ class PendingCheck:
     entities: tuple[EntityContext, EntityContext]
     scores: dict[str, float]
     reason: str
+
+
+# Why the rules keep a pair apart, by tier, in a verdict's words.
+KEEP_REASONS = {
+    "endpoints": "the relations are not between the same two entities",
+    "direction": "reversed direction of a directed relation",
+    "known_distinct": "judged distinct before",
+    "remembered": "a person answered this question before",
+}
 
 
 class Verdict(BaseModel):
@@ -120,3 +128,27 @@ class Judging(Protocol):
     async def clarify(
         self, pending: PendingCheck, reason: str, why: NoLLMVerdict | None = None
     ) -> Verdict: ...
+
+
+def llm_merge(pair: PairDecision, matched_relation_id: str, reason: str, said: str) -> Verdict:
+    """The verdict when the LLM merged the candidate with the existing relation of
+    ``pair``: a merge, unless the rules hard-keep the pair (other endpoints, a known
+    direction, judged distinct before): a hard keep binds the LLM too. ``said``: what the
+    LLM did, for the reason of a kept pair."""
+    if pair.hard:
+        why = KEEP_REASONS.get(pair.tier, f"the rules hard-keep them ({pair.tier})")
+        return Verdict(
+            decision="keep_both",
+            tier=pair.tier,
+            scores=pair.scores,
+            reason=f"{said}, but {why}",
+            llm_outcome="answered",
+        )
+    return Verdict(
+        decision="merge",
+        tier="llm",
+        scores=pair.scores,
+        matched_relation_id=matched_relation_id,
+        reason=reason,
+        llm_outcome="answered",
+    )

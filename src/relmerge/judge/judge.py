@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from relmerge.config import DeduplicateRelationsConfig
+from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings
 from relmerge.decide.ask import ask_judge
 from relmerge.decide.clarify import clarification
 from relmerge.decide.features import relation_features
@@ -38,30 +38,25 @@ from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import PairDecision
 from relmerge.judge.batch import check_batch
 from relmerge.judge.checks import (
+    KEEP_REASONS,
     JudgeContext,
     PendingCheck,
     RelationLike,
     Verdict,
     as_relation,
+    llm_merge,
 )
 from relmerge.judge.outcome import UNSURE, NoLLMVerdict, failure_of
 from relmerge.judge.preflight import Preflight
-from relmerge.model import ExtractedRelation
-from relmerge.prompts.context import EntityContext, directed_record
-from relmerge.providers.accounting import AccountingModel
+from relmerge.model import EntityContext, ExtractedRelation
+from relmerge.prompts.context import directed_record
 from relmerge.providers.base import LanguageModel, NoLanguageModel
-from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.stack import build_embedder_stack, build_model_stack, get_embedder
 from relmerge.review.clarifiers import Clarifier
 from relmerge.review.memory import AnswerMemory
 
 __all__ = ["JudgeContext", "RelationJudge", "RelationLike", "Verdict"]
-
-_KEEP_REASONS = {
-    "endpoints": "the relations are not between the same two entities",
-    "direction": "reversed direction of a directed relation",
-    "known_distinct": "judged distinct before",
-    "remembered": "a person answered this question before",
-}
 
 
 def _best(pairs: Sequence[PairDecision]) -> PairDecision:
@@ -86,13 +81,13 @@ class RelationJudge:
         memory: AnswerMemory | None = None,
     ) -> None:
         self.config = config or DeduplicateRelationsConfig()
-        self.llm = AccountingModel(llm or NoLanguageModel())
-        if embedder is None:
-            from relmerge.providers.use_embed import UseEmbedder
-
-            embedder = UseEmbedder()
+        # No run limits: a budget or a breaker of a run would outlive it in an app.
+        stack = build_model_stack(llm or NoLanguageModel(), self.config, run_limits=False)
+        self.llm = stack.model
         self.embedder = (
-            embedder if isinstance(embedder, CachedEmbedder) else CachedEmbedder(embedder)
+            build_embedder_stack(embedder)
+            if embedder is not None
+            else get_embedder(EmbeddingSettings())  # the default: the offline USE
         )
         self.clarifier = clarifier
         self.memory = memory if memory is not None else AnswerMemory()
@@ -166,7 +161,7 @@ class RelationJudge:
                 tier=best.tier,
                 scores=best.scores,
                 matched_relation_id=olds[best.b - 1].relation_id,
-                reason=_KEEP_REASONS["remembered"]
+                reason=KEEP_REASONS["remembered"]
                 if best.tier == "remembered"
                 else f"tier {best.tier}: the scores are in its merge band",
             )
@@ -178,7 +173,7 @@ class RelationJudge:
                 decision="keep_both",
                 tier=decisive.tier,
                 scores=best_scores,
-                reason=_KEEP_REASONS.get(
+                reason=KEEP_REASONS.get(
                     decisive.tier, "the scores are below the keep band for every existing relation"
                 ),
             )
@@ -219,22 +214,10 @@ class RelationJudge:
             return failure_of(error)
         if outcome.verdict == "unsure":
             return UNSURE
-        if outcome.verdict == "merge":
+        if outcome.verdict == "merge" and outcome.duplicate_of is not None:
             index = next(i for i, r in enumerate(olds) if r.relation_id == outcome.duplicate_of)
-            pair = pairs[index]
-            if pair.hard:  # a hard keep binds the LLM too (known direction, other endpoints)
-                return Verdict(
-                    decision="keep_both",
-                    tier=pair.tier,
-                    scores=pair.scores,
-                    reason=f"the LLM said merge, but {_KEEP_REASONS[pair.tier]}",
-                )
-            return Verdict(
-                decision="merge",
-                tier="llm",
-                scores=pair.scores,
-                matched_relation_id=outcome.duplicate_of,
-                reason=outcome.reason,
+            return llm_merge(
+                pairs[index], outcome.duplicate_of, outcome.reason, "the LLM said merge"
             )
         best = max(pairs, key=lambda p: p.scores["cosine"])
         return Verdict(decision="keep_both", tier="llm", scores=best.scores, reason=outcome.reason)

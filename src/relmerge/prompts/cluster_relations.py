@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
-from relmerge.model import coerce_attributes
+from relmerge.model import EntityContext, coerce_attributes
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
     answer_tokens,
@@ -26,11 +26,12 @@ from relmerge.prompts.base import (
     refuse_truncated,
     shown,
 )
-from relmerge.prompts.context import RULES, EntityContext, entity_block
+from relmerge.prompts.context import RULES, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster"
 VERSION = 2
+PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
 
 
 class ClusterEntry(BaseModel):
@@ -106,7 +107,7 @@ def build_request(
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
     limit = answer_tokens(TASK, records, max_answer_tokens)
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit, prompt=PROMPT)
 
 
 class _Resolver:

@@ -1,29 +1,22 @@
-"""Context shared by the semantic prompts: the two entities and their profiles."""
+"""Context shared by the semantic prompts: the two entities and their profiles, as the
+prompts show them (the entities themselves are values: :class:`relmerge.model.EntityContext`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from relmerge.model import ExtractedRelation
+from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.prompts.base import fenced_json, truncate
 
 
-@dataclass(frozen=True)
-class EntityContext:
-    entity_id: str
-    name: str
-    profile: str | None = None
-    type: str | None = None
-
-    def as_data(self, profile_chars: int = 800) -> dict[str, str]:
-        """Name, type and profile as prompt data: extracted text, so never outside a block."""
-        data = {"name": self.name}
-        if self.type:
-            data["type"] = self.type
-        if self.profile:
-            data["profile"] = truncate(self.profile, profile_chars)
-        return data
+def entity_data(entity: EntityContext, profile_chars: int = 800) -> dict[str, str]:
+    """Name, type and profile as prompt data: extracted text, so never outside a block."""
+    data = {"name": entity.name}
+    if entity.type:
+        data["type"] = entity.type
+    if entity.profile:
+        data["profile"] = truncate(entity.profile, profile_chars)
+    return data
 
 
 def entity_block(entities: tuple[EntityContext, EntityContext]) -> str:
@@ -33,7 +26,7 @@ def entity_block(entities: tuple[EntityContext, EntityContext]) -> str:
     block of the message as the records.
     """
     return "Entities A and B:\n" + fenced_json(
-        {"A": entities[0].as_data(), "B": entities[1].as_data()}
+        {"A": entity_data(entities[0]), "B": entity_data(entities[1])}
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from relmerge.errors import InvalidAnswerError
+from relmerge.model import EntityContext
 from relmerge.prompts.base import (
     DATA_NOT_INSTRUCTIONS,
     answer_tokens,
@@ -21,11 +22,12 @@ from relmerge.prompts.base import (
     fenced_json,
     shown,
 )
-from relmerge.prompts.context import RULES, EntityContext, entity_block
+from relmerge.prompts.context import RULES, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_judge"
 VERSION = 2
+PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
 
 JudgeVerdict = Literal["merge", "keep_both", "unsure"]
 
@@ -82,7 +84,7 @@ def build_request(
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with valid JSON.")
     limit = answer_tokens(TASK, records, max_answer_tokens)
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit, prompt=PROMPT)
 
 
 def validate_answer(parsed: Any, existing_ids: Sequence[str]) -> JudgeOutcome:

@@ -30,6 +30,7 @@ from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_merge"
 VERSION = 2
+PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
 
 
 class SplitPart(RelationFields):
@@ -106,7 +107,7 @@ def build_request(
     messages = [Message("system", SYSTEM_PROMPT), Message("user", user)]
     messages += feedback_messages(feedback, "Answer again with one valid JSON object.")
     limit = answer_tokens(TASK, records, max_answer_tokens)
-    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit)
+    return LLMRequest(TASK, tuple(messages), SCHEMA, temperature, limit, prompt=PROMPT)
 
 
 def _check_named_ids(raw: dict[str, Any], ids: Sequence[str], where: str) -> None:

@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+# Re-exported: the kernel reaches the stack's layers through this module.
+from relmerge.wrapping import Wrapping as Wrapping
+from relmerge.wrapping import layers as layers
+
 Role = Literal["system", "user", "assistant"]
 
 
@@ -29,7 +33,9 @@ class LLMRequest:
     according to their ``response_format`` mode, unless ``relaxed`` (a retry after an
     invalid answer asks in prompt-only mode: a server whose grammar forced the invalid
     answer would force it again). ``max_tokens`` bounds the answer (sized from the task
-    and its records): an answer cut at the bound is invalid.
+    and its records): an answer cut at the bound is invalid. ``prompt`` names the prompt
+    and its version (``relation_cluster@2``, see ``relmerge.prompts``): part of the cache
+    key, so that an answer to an older prompt is never reused.
     """
 
     task: str
@@ -38,6 +44,7 @@ class LLMRequest:
     temperature: float = 0.0
     max_tokens: int | None = None
     relaxed: bool = False
+    prompt: str = ""
 
 
 @dataclass(frozen=True)
@@ -88,3 +95,61 @@ class NoLanguageModel:
         from relmerge.errors import ProviderError
 
         raise ProviderError("no language model is configured (--llm none)", retryable=False)
+
+
+# -- What a layer of a model stack can do --------------------------------------------------
+#
+# A run's model is a stack of layers (``relmerge.wrapping``). What the run needs from a
+# particular layer is one of these protocols, found by walking the stack with ``layers``.
+
+
+@runtime_checkable
+class Preflightable(Protocol):
+    """A provider that can check its endpoint before a run spends anything."""
+
+    async def preflight(self) -> int:
+        """One minimal request (retried while a server is starting); the requests sent.
+        Raises :class:`~relmerge.errors.ProviderError` when the endpoint cannot work."""
+        ...
+
+
+@runtime_checkable
+class CacheIdentified(Protocol):
+    """A provider that says what, besides a request, determines its answers (for cache
+    keys): a dict for a language model (provider, endpoint, model, response format), a
+    string for an embedder. ``None``: the class and the model name say it."""
+
+    @property
+    def cache_identity(self) -> object: ...
+
+
+@runtime_checkable
+class InvalidAnswerCounter(Protocol):
+    """The layer that counts answers that arrived but were unusable (the accounting)."""
+
+    def note_invalid(self) -> None: ...
+
+
+@runtime_checkable
+class UnreachableCounter(Protocol):
+    """The layer that hears of questions no attempt of which got any answer (the circuit
+    breaker, or on a worker the door to the driver's breaker)."""
+
+    def note_unreachable(self) -> None: ...
+
+
+def preflighter(component: object) -> Preflightable | None:
+    """The outermost layer that can check its endpoint, if any."""
+    return next((layer for layer in layers(component) if isinstance(layer, Preflightable)), None)
+
+
+def unreachable_counter(component: object) -> UnreachableCounter | None:
+    """The outermost layer that counts unanswered questions (the breaker), if any."""
+    found = (layer for layer in layers(component) if isinstance(layer, UnreachableCounter))
+    return next(found, None)
+
+
+def innermost(component: object) -> object:
+    """The provider at the bottom of a stack."""
+    *_, last = layers(component)
+    return last

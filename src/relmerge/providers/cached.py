@@ -1,10 +1,11 @@
 """Cache wrappers: the same request never reaches a model twice, across runs.
 
 ``CachingModel`` replays an LLM answer for an identical request (same provider, endpoint,
-model, response format, task, messages, schema and temperature) and marks it ``cached``;
-answers are stored whatever they say, so a re-run replays the very same conversation,
-retries included, and ends with the same outputs. ``PersistentEmbedder`` does the same for
-embedding vectors, in chunks so that a killed run keeps what it had embedded.
+model, response format, prompt and its version, task, messages, schema and temperature)
+and marks it ``cached``; answers are stored whatever they say, so a re-run replays the
+very same conversation, retries included, and ends with the same outputs.
+``PersistentEmbedder`` does the same for embedding vectors, in chunks so that a killed run
+keeps what it had embedded.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from typing import Any
 import numpy as np
 
 from relmerge.cache import CachedAnswer, RunCache, answer_key, vector_key
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, Usage
+from relmerge.providers.base import (
+    CacheIdentified,
+    LanguageModel,
+    LLMRequest,
+    LLMResult,
+    Usage,
+    innermost,
+    layers,
+)
 from relmerge.providers.embedding import EmbeddingModel, Vectors
 from relmerge.providers.parsing import parse_json_answer
 
@@ -25,18 +34,24 @@ from relmerge.providers.parsing import parse_json_answer
 EMBED_CHUNK = 16_384
 
 
-def model_identity(model: Any) -> dict[str, Any]:
+def model_identity(model: LanguageModel) -> dict[str, Any]:
     """What, besides the request, determines a model's answers.
 
-    Providers may expose ``cache_identity``; otherwise the class and the model name.
-    Wrappers (budget, rate limit) are looked through to the provider they hold.
+    Providers may state it (:class:`~relmerge.providers.base.CacheIdentified`); otherwise
+    the class and the model name. Wrappers (budget, rate limit) are looked through to the
+    provider they hold.
     """
-    while getattr(model, "cache_identity", None) is None and hasattr(model, "inner"):
-        model = model.inner
-    identity = getattr(model, "cache_identity", None)
+    stated = (
+        layer
+        for layer in layers(model)
+        if isinstance(layer, CacheIdentified) and layer.cache_identity is not None
+    )
+    source = next(stated, None) or innermost(model)
+    identity = source.cache_identity if isinstance(source, CacheIdentified) else None
     if isinstance(identity, dict):
         return identity
-    return {"provider": type(model).__name__, "model": model.name}
+    name = source.name if isinstance(source, LanguageModel) else model.name
+    return {"provider": type(source).__name__, "model": name}
 
 
 def request_identity(request: LLMRequest) -> dict[str, Any]:
@@ -47,6 +62,7 @@ def request_identity(request: LLMRequest) -> dict[str, Any]:
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
         "relaxed": request.relaxed,
+        "prompt": request.prompt,
     }
 
 
@@ -88,9 +104,9 @@ class CachingModel:
         return result
 
 
-def embedder_namespace(embedder: Any) -> str:
-    """What determines an embedder's vectors: ``cache_identity`` or class and model name."""
-    identity = getattr(embedder, "cache_identity", None)
+def embedder_namespace(embedder: EmbeddingModel) -> str:
+    """What determines an embedder's vectors: its stated identity, or class and model name."""
+    identity = embedder.cache_identity if isinstance(embedder, CacheIdentified) else None
     return identity if isinstance(identity, str) else f"{type(embedder).__name__}:{embedder.name}"
 
 
@@ -161,10 +177,7 @@ class PersistentEmbedder:
         return np.stack([np.frombuffer(stored[key], dtype=np.float32) for key in keys])
 
 
-def persistent_layer(embedder: Any) -> PersistentEmbedder | None:
+def persistent_layer(embedder: object) -> PersistentEmbedder | None:
     """The :class:`PersistentEmbedder` among ``embedder`` and what it wraps, if any."""
-    while embedder is not None:
-        if isinstance(embedder, PersistentEmbedder):
-            return embedder
-        embedder = getattr(embedder, "inner", None)
-    return None
+    found = (layer for layer in layers(embedder) if isinstance(layer, PersistentEmbedder))
+    return next(found, None)

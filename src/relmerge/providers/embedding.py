@@ -18,7 +18,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +35,29 @@ class EmbeddingModel(Protocol):
     name: str
 
     async def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How another process builds an embedder equal to one of this process: a factory
+    named ``module:attribute`` (as an entry point names one) and its keyword arguments.
+    A plain value: it is pickled to worker processes and Ray tasks."""
+
+    factory: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def build(self) -> EmbeddingModel:
+        built: EmbeddingModel = EntryPoint("recipe", self.factory, "").load()(**dict(self.options))
+        return built
+
+
+@runtime_checkable
+class Rebuildable(Protocol):
+    """An embedder a worker process can build for itself (the default model, loaded once
+    per worker; the hash embedder): the engines' workers then embed their chunks' texts
+    themselves. Any other embedder embeds for them in the driver."""
+
+    def worker_recipe(self) -> Recipe: ...
 
 
 _ON_EMBEDDED: ContextVar[Callable[[int], None] | None] = ContextVar(
@@ -130,6 +155,9 @@ class HashEmbedder:
     def __init__(self, dim: int = 512) -> None:
         self.dim = dim
         self.cache_identity = f"hash:{dim}"
+
+    def worker_recipe(self) -> Recipe:
+        return Recipe("relmerge.providers.embedding:HashEmbedder", (("dim", self.dim),))
 
     def _grams(self, text: str) -> list[str]:
         text = f" {normalize_key_text(text)} "

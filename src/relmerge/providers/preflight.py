@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import openai
 
 from relmerge.errors import ProviderError
+from relmerge.providers.base import preflighter
 
 PREFLIGHT_MESSAGE = "Reply with one word: OK."
 PREFLIGHT_TASK = "preflight"
@@ -225,17 +226,9 @@ async def probe(
 
 
 async def preflight(model: object) -> int:
-    """Check the endpoint behind ``model``: the first of it and the models it wraps
-    (``inner``) that has a ``preflight()`` checks its endpoint. Returns the requests sent,
-    0 when there is nothing to check (rules only, in-process models); raises
-    :class:`~relmerge.errors.ProviderError` when the endpoint cannot work."""
-    current: object | None = model
-    for _ in range(32):  # wrappers are a few deep; never loop on a cycle
-        if current is None:
-            break
-        check = getattr(current, "preflight", None)
-        if callable(check):
-            sent = await check()
-            return int(sent)
-        current = getattr(current, "inner", None)
-    return 0
+    """Check the endpoint behind ``model``: the first of it and the layers it wraps that
+    can check its endpoint (:class:`~relmerge.providers.base.Preflightable`) does. Returns
+    the requests sent, 0 when there is nothing to check (rules only, in-process models);
+    raises :class:`~relmerge.errors.ProviderError` when the endpoint cannot work."""
+    checker = preflighter(model)
+    return int(await checker.preflight()) if checker is not None else 0

@@ -27,6 +27,7 @@ import orjson
 from relmerge.cputime import process_cpu_seconds
 from relmerge.errors import ProviderError
 from relmerge.providers.embedding import (
+    Recipe,
     Vectors,
     embedded_callback,
     l2_normalise,
@@ -262,6 +263,10 @@ class UseEmbedder:
         if processes is None:
             processes = min(2, os.cpu_count() or 1)
         self._helper = _Helper() if processes > 1 else None
+
+    def worker_recipe(self) -> Recipe:
+        """One process per worker (a worker is one CPU's), the model loaded once in it."""
+        return Recipe("relmerge.providers.use_embed:UseEmbedder", (("processes", 1),))
 
     @property
     def cache_identity(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from relmerge.decide.memory import ANSWERS, Answer, pair_key
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext
 
 __all__ = [
     "ANSWERS",

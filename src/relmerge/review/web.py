@@ -24,6 +24,7 @@ import hmac
 import secrets
 import shlex
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -57,6 +58,130 @@ def allowed_hosts(port: int) -> frozenset[str]:
     return frozenset(hosts)
 
 
+@dataclass(frozen=True)
+class _Site:
+    """What the handler of every request needs: the queue, the page and its policy, and
+    what a request must carry to be the page's own (see the module)."""
+
+    queue: ReviewQueue
+    revise: bool
+    token: str
+    page: bytes
+    policy: str  # the page's Content-Security-Policy
+    hosts: frozenset[str]
+    origins: frozenset[str]
+    lock: threading.Lock
+
+
+class _Server(ThreadingHTTPServer):
+    site: _Site
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the review page (its site on the server: :class:`_Site`)."""
+
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        kind: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        for name, value in {**_SECURITY_HEADERS, **(headers or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _refuse(self, status: int, why: str) -> None:
+        self.close_connection = True
+        self._send(status, orjson.dumps({"error": why}))
+
+    def _refusal(self, api: bool) -> str | None:
+        """Why this request is not the page's own, or None."""
+        site = self.server.site
+        named = self.headers.get_all("Host") or []
+        if len(named) != 1 or named[0].strip().lower() not in site.hosts:
+            return "this server answers only http://127.0.0.1 with its own port"
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.strip().lower() not in site.origins:
+            return "requests from other origins are refused"
+        sent = self.headers.get(TOKEN_HEADER) or ""
+        if api and not hmac.compare_digest(sent.encode(), site.token.encode()):
+            return "missing or wrong session token: reload the page"
+        return None
+
+    def _path(self) -> str:
+        return urlsplit(self.path).path
+
+    def do_GET(self) -> None:
+        site = self.server.site
+        path = self._path()
+        why = self._refusal(api=path.startswith("/api/"))
+        if why is not None:
+            self._refuse(403, why)
+        elif path in ("/", "/index.html"):
+            csp = {"content-security-policy": site.policy}
+            self._send(200, site.page, "text/html; charset=utf-8", csp)
+        elif path == "/api/state":
+            with site.lock:
+                state = _state(site.queue, site.revise)
+            self._send(200, orjson.dumps(state))
+        else:
+            self._send(404, b'{"error": "not found"}')
+
+    def do_POST(self) -> None:
+        site = self.server.site
+        why = self._refusal(api=True)
+        if why is not None:
+            self._refuse(403, why)
+            return
+        if self.headers.get_content_type() != "application/json":
+            self._refuse(415, "the body must be application/json")
+            return
+        try:
+            length = int(self.headers.get("content-length", 0))
+            if not 0 <= length <= _MAX_BODY:
+                self._refuse(413, "the body is too large")
+                return
+            body = orjson.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            path = self._path()
+            with site.lock:
+                if path == "/api/answer":
+                    site.queue.answer(str(body.get("id")), str(body.get("answer")))
+                elif path == "/api/undo":
+                    site.queue.undo(str(body.get("id")))
+                else:
+                    self._send(404, b'{"error": "not found"}')
+                    return
+                left = len(site.queue.pending())
+            self._send(200, orjson.dumps({"left": left}))
+        except (RelmergeError, orjson.JSONDecodeError, ValueError) as error:
+            self._send(400, orjson.dumps({"error": str(error)}))
+
+
+def _state(queue: ReviewQueue, revise: bool) -> dict[str, Any]:
+    """What ``GET api/state`` answers: the questions to go through, their current
+    answers, how many are answered, and how to apply the answers."""
+    questions = queue.to_review(revise)
+    return {
+        "pending": questions,
+        "current": {q["id"]: queue.answers[q["id"]] for q in questions if q["id"] in queue.answers},
+        "answered": len(queue.answers),
+        "total": len(queue.questions),
+        "apply": apply_hint(queue.root),
+    }
+
+
 class ReviewServer:
     """The review page on ``http://127.0.0.1:PORT/`` (``port=0``: any free port)."""
 
@@ -64,14 +189,12 @@ class ReviewServer:
         self.queue = queue
         self.token = secrets.token_urlsafe(32)
         nonce = secrets.token_urlsafe(16)
-        lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), BaseHTTPRequestHandler)
+        # Bound first: the allowed Host values name the port the system gave.
+        self._server = _Server(("127.0.0.1", port), _Handler)
         hosts = allowed_hosts(int(self._server.server_address[1]))
-        origins = frozenset(f"http://{host}" for host in hosts)
-        token = self.token
         page = (
             _PAGE.read_text(encoding="utf-8")
-            .replace("{{RELMERGE_TOKEN}}", token)
+            .replace("{{RELMERGE_TOKEN}}", self.token)
             .replace("{{SCRIPT_NONCE}}", nonce)
             .encode()
         )
@@ -80,103 +203,10 @@ class ReviewServer:
             "connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
             "frame-ancestors 'none'"
         )
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _send(
-                self,
-                status: int,
-                body: bytes,
-                kind: str = "application/json",
-                headers: dict[str, str] | None = None,
-            ) -> None:
-                self.send_response(status)
-                self.send_header("content-type", kind)
-                self.send_header("content-length", str(len(body)))
-                for name, value in {**_SECURITY_HEADERS, **(headers or {})}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def _refuse(self, status: int, why: str) -> None:
-                self.close_connection = True
-                self._send(status, orjson.dumps({"error": why}))
-
-            def _refusal(self, api: bool) -> str | None:
-                """Why this request is not the page's own, or None."""
-                named = self.headers.get_all("Host") or []
-                if len(named) != 1 or named[0].strip().lower() not in hosts:
-                    return "this server answers only http://127.0.0.1 with its own port"
-                origin = self.headers.get("Origin")
-                if origin is not None and origin.strip().lower() not in origins:
-                    return "requests from other origins are refused"
-                sent = self.headers.get(TOKEN_HEADER) or ""
-                if api and not hmac.compare_digest(sent.encode(), token.encode()):
-                    return "missing or wrong session token: reload the page"
-                return None
-
-            def _path(self) -> str:
-                return urlsplit(self.path).path
-
-            def do_GET(self) -> None:
-                path = self._path()
-                why = self._refusal(api=path.startswith("/api/"))
-                if why is not None:
-                    self._refuse(403, why)
-                elif path in ("/", "/index.html"):
-                    csp = {"content-security-policy": policy}
-                    self._send(200, page, "text/html; charset=utf-8", csp)
-                elif path == "/api/state":
-                    with lock:
-                        questions = queue.to_review(revise)
-                        state = {
-                            "pending": questions,
-                            "current": {
-                                q["id"]: queue.answers[q["id"]]
-                                for q in questions
-                                if q["id"] in queue.answers
-                            },
-                            "answered": len(queue.answers),
-                            "total": len(queue.questions),
-                            "apply": apply_hint(queue.root),
-                        }
-                    self._send(200, orjson.dumps(state))
-                else:
-                    self._send(404, b'{"error": "not found"}')
-
-            def do_POST(self) -> None:
-                why = self._refusal(api=True)
-                if why is not None:
-                    self._refuse(403, why)
-                    return
-                if self.headers.get_content_type() != "application/json":
-                    self._refuse(415, "the body must be application/json")
-                    return
-                try:
-                    length = int(self.headers.get("content-length", 0))
-                    if not 0 <= length <= _MAX_BODY:
-                        self._refuse(413, "the body is too large")
-                        return
-                    body = orjson.loads(self.rfile.read(length) or b"{}")
-                    if not isinstance(body, dict):
-                        raise ValueError("the body must be a JSON object")
-                    path = self._path()
-                    with lock:
-                        if path == "/api/answer":
-                            queue.answer(str(body.get("id")), str(body.get("answer")))
-                        elif path == "/api/undo":
-                            queue.undo(str(body.get("id")))
-                        else:
-                            self._send(404, b'{"error": "not found"}')
-                            return
-                        left = len(queue.pending())
-                    self._send(200, orjson.dumps({"left": left}))
-                except (RelmergeError, orjson.JSONDecodeError, ValueError) as error:
-                    self._send(400, orjson.dumps({"error": str(error)}))
-
-        self._server.RequestHandlerClass = Handler
+        origins = frozenset(f"http://{host}" for host in hosts)
+        self._server.site = _Site(
+            queue, revise, self.token, page, policy, hosts, origins, threading.Lock()
+        )
         self._thread: threading.Thread | None = None
 
     @property

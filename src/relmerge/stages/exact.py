@@ -21,6 +21,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.merged import joined_description
 from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
 from relmerge.normalize import normalize_key_text
+from relmerge.prompts import merge_relations
 from relmerge.providers.base import LanguageModel
 from relmerge.stages.identical import merge_identical
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
@@ -246,6 +247,7 @@ class ExactStage:
                     model=result.model,
                     cached=result.cached,
                     round=round_number,
+                    prompt=merge_relations.PROMPT,
                 )
             )
         self._group_done(round_number)
@@ -288,6 +290,7 @@ class ExactStage:
             model=self.llm.name,
             round=round_number,
             reason=failure.reason,
+            prompt=merge_relations.PROMPT,
         )
         # Known distinct from now on: a failed group is not retried in later rounds.
         distinct = {_pair(a, b) for a, b in combinations(group, 2)}

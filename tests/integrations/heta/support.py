@@ -23,8 +23,8 @@ from heta_framework.kb.components import KnowledgeModels, KnowledgeStores
 from heta_framework.kb.recipe import KnowledgeRecipe, RecipeItem
 from heta_framework.kb.state import RecipeRunResult
 
+from relmerge.eval.gold_judge import GoldJudge, task_of
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.gold import GoldJudge, task_of
 from tests.support.llm_server import fenced_records
 
 

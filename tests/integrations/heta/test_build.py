@@ -16,13 +16,13 @@ from heta_framework.kb.steps import KnowledgeStepProtocol, StepIssue
 from relmerge import DeduplicateRelations as CoreStep
 from relmerge import DeduplicateRelationsConfig as CoreConfig
 from relmerge import DictContext
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.integrations.heta import (
     DeduplicateRelations,
     DeduplicateRelationsConfig,
     DeduplicateRelationsResult,
 )
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.gold import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stores import LocalStore
 from tests.integrations.heta.data import (

@@ -44,7 +44,7 @@ from heta_framework.common.models.language.model import LanguageModel
 from heta_framework.common.stores.object import LocalObjectStore
 from tests.integrations.heta.data import ENTITY_MAPPING, GOLD, RECORDS
 from tests.integrations.heta.support import build, put_relations
-from relmerge.providers.gold import GoldJudge
+from relmerge.eval.gold_judge import GoldJudge
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer
 

@@ -12,13 +12,14 @@ import numpy as np
 import orjson
 import pytest
 
-import relmerge.pipeline as pipeline
+import relmerge.run.pipeline as pipeline
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.io.records import RawRecord
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder, Vectors
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stages.semantic.partners import report_candidates
 from relmerge.stores.memory import MemoryStore
 

@@ -13,7 +13,7 @@ from heta_framework.kb.steps import IssueResolution, IssueSubject, StepIssue
 from relmerge.io.records import Rejected
 from relmerge.model import STEP_NAME
 from relmerge.model import StepIssue as CoreIssue
-from relmerge.pipeline import RunOutput
+from relmerge.run.result import RunOutput
 
 
 @dataclass(frozen=True)
@@ -39,23 +39,23 @@ class DeduplicateRelationsResult:
 
     @classmethod
     def from_output(cls, output: RunOutput, rejected_log: str | None) -> DeduplicateRelationsResult:
-        result = output.result
+        result = output.summary
         issues = [heta_issue(issue) for issue in output.issues]
         issues += [rejected_issue(item, rejected_log) for item in output.rejected]
         return cls(
             relation_keys=tuple(output.relation_keys),
-            input_relation_count=result["input_relation_count"],
-            output_relation_count=result["output_relation_count"],
-            exact_merge_count=result["exact_merge_count"],
-            semantic_merge_count=result["semantic_merge_count"],
-            failed_group_count=result["failed_group_count"],
-            exact_round_count=result["exact_round_count"],
-            semantic_round_count=result["semantic_round_count"],
+            input_relation_count=result.input_relation_count,
+            output_relation_count=result.output_relation_count,
+            exact_merge_count=result.exact_merge_count,
+            semantic_merge_count=result.semantic_merge_count,
+            failed_group_count=result.failed_group_count,
+            exact_round_count=result.exact_round_count,
+            semantic_round_count=result.semantic_round_count,
             issues=tuple(issues),
-            rejected_count=result["rejected_count"],
-            fingerprint=result["fingerprint"],
+            rejected_count=result.rejected_count,
+            fingerprint=result.fingerprint or "",
             log_keys=tuple(output.log_keys),
-            details=result,
+            details=result.to_dict(),
         )
 
 

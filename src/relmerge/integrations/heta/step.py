@@ -29,13 +29,13 @@ from relmerge.integrations.heta.models import embedding_model, language_model
 from relmerge.integrations.heta.result import DeduplicateRelationsResult, rejected_log_key
 from relmerge.integrations.heta.store import object_store
 from relmerge.model import STEP_NAME
-from relmerge.step import (
+from relmerge.run.step import (
     MAPPING_ARTIFACT,
     RESULT_ARTIFACT,
     entities_artifact,
     required_artifact,
 )
-from relmerge.step import DeduplicateRelations as CoreStep
+from relmerge.run.step import DeduplicateRelations as CoreStep
 
 LOG_KEYS_ARTIFACT = "deduplicate_relations_log_keys"
 

@@ -1,8 +1,9 @@
 """The semantic stage (seeds 000 + 001): embed → blocks → the kernel decides → merged units.
 
-A thin driver: it embeds descriptions and names, cuts the chunk into blocks, hands them
-to an engine that decides each through the kernel (``relmerge.decide``), and turns the
-clusters into merged units.
+A thin driver: it embeds descriptions and names, cuts the chunk into blocks, has the
+kernel decide them (``relmerge.decide.job.decide_blocks``: concurrently on this event
+loop), and turns the clusters into merged units. Where the chunk itself is worked is the
+engine's business (``relmerge.engines``), never the stage's.
 """
 
 from __future__ import annotations
@@ -16,14 +17,12 @@ from typing import Any, overload
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult, cluster_lead
 from relmerge.decide.features import RelationFeatures, relation_features
-from relmerge.decide.job import BlockJob
+from relmerge.decide.job import BlockJob, decide_blocks
 from relmerge.decide.lexicon import lexicon_for
 from relmerge.decide.memory import Remembered
 from relmerge.decide.merged import rule_fields
 from relmerge.decide.text import embedding_text
-from relmerge.engines.base import BlockEngine, LocalEngine
-from relmerge.model import Decision, IssueResolution, IssueSubject, StepIssue
-from relmerge.prompts.context import EntityContext
+from relmerge.model import Decision, EntityContext, IssueResolution, IssueSubject, StepIssue
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import exact_key
@@ -37,6 +36,7 @@ from relmerge.stages.semantic.text import (
 )
 from relmerge.units import Originals, Unit, merge_units
 
+# Two units by their members (input indices): a pair an earlier decision kept apart.
 Pair = frozenset[tuple[int, ...]]
 
 
@@ -115,13 +115,15 @@ class SemanticStage:
         known_distinct: set[Pair] | None = None,
         on_block_done: Callable[[int], None] = lambda n: None,
         memory: Remembered | None = None,
-        engine: BlockEngine | None = None,
         report: ReportSink | None = None,
         shared_names: frozenset[str] = frozenset(),
         on_texts: Callable[[int], None] = lambda n: None,
         on_embedded: Callable[[int], None] = lambda n: None,
     ) -> None:
-        """``engine`` decides the blocks (default: :class:`LocalEngine`, this process);
+        """``known_distinct``: pairs of units (each a unit's ``members``, the input indices
+        it stands for) that an earlier decision kept apart: a hard keep for the tiers and
+        the LLM alike (tier ``known_distinct``), so they are never asked again. A batch
+        run has none; a merge into a store passes the stored pairs known to differ.
         ``report`` collects the units for the cross-block entity report (run after all
         chunks of blocks); ``shared_names`` are the batch's names that prove nothing
         (see ``relmerge.decide.scores``). Progress: ``on_block_done`` hears of blocks of
@@ -136,7 +138,6 @@ class SemanticStage:
         self.known_distinct = known_distinct or set()
         self.on_block_done = on_block_done
         self.lexicon = lexicon_for(config)
-        self.engine: BlockEngine = engine or LocalEngine()
         self.report = report
         self.shared_names = shared_names
         self.on_texts = on_texts
@@ -211,7 +212,7 @@ class SemanticStage:
             multi,
             lambda members: self._job(units, members, prepared),
         )
-        results = await self.engine.decide_blocks(self._decider, jobs, self.on_block_done)
+        results = await decide_blocks(jobs, self._decider, self.on_block_done)
         final: list[Unit] = [units[members[0]] for members in blocks.values() if len(members) == 1]
         for members, result in zip(multi, results, strict=True):
             symmetric = [features[i].symmetric for i in members]
@@ -225,7 +226,7 @@ class SemanticStage:
         return outcome
 
     def _job(self, units: Sequence[Unit], members: list[int], prepared: PreparedUnits) -> BlockJob:
-        """Everything the block needs to be decided anywhere (see ``engines.base``)."""
+        """Everything the block needs to be decided (see ``decide.job``)."""
         local = [units[i] for i in members]
         known: frozenset[tuple[int, int]] = frozenset()
         if self.known_distinct:  # usually empty: then the driver never walks the pairs

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.gold import GoldJudge
 from tests.factories import record, run_step, step_log
 
 SAME = "Ada Lind has been the chief executive of Norrbeck Systems since 2019."

@@ -9,15 +9,15 @@ import pytest
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.io.load import JsonlInput, read_entities, read_entity_mapping
 from relmerge.io.records import RawRecord
-from relmerge.pipeline import run_pipeline
 from relmerge.providers.base import NoLanguageModel
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.gold import GoldJudge
+from relmerge.run.pipeline import run_pipeline
 from relmerge.stores.memory import MemoryStore
 from tests.factories import record
-from tests.pipeline.test_chunks import DEV, needs_dev
+from tests.run.test_chunks import DEV, needs_dev
 
 
 class Recorder:

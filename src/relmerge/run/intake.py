@@ -22,10 +22,13 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.features import batch_shared_names
+from relmerge.errors import InputError
 from relmerge.io.records import RawRecord, RecordChecker, Rejected
-from relmerge.model import ExtractedRelation, StepIssue
+from relmerge.model import EntityContext, ExtractedRelation, StepIssue
 from relmerge.normalize import normalize_key_text
+from relmerge.progress import CountsBytes, Progress, input_size
 from relmerge.stages.remap import remap_relation, self_loop_issue
 
 Indices = npt.NDArray[np.int64]
@@ -257,3 +260,67 @@ def plan_chunks(intake: Intake, records_per_chunk: int) -> list[Indices]:
             begin = start
     chunks.append(np.sort(indices[order[begin:]]))
     return chunks
+
+
+def read_input(
+    raws: Iterable[RawRecord],
+    mapping: dict[str, str],
+    config: DeduplicateRelationsConfig,
+    progress: Progress,
+) -> Intake:
+    """Take the input in (:func:`take_in`), its reading shown as the phase ``read`` in
+    bytes where the input says how much of it is read, else ``load`` in records."""
+    phase, total = input_size(raws)
+    progress.start(phase, total)
+    if phase == "read":
+        done = 0
+
+        def on_read(records: int) -> None:
+            nonlocal done
+            now = raws.bytes_read if isinstance(raws, CountsBytes) else done
+            progress.advance("read", now - done)
+            done = now
+
+    else:
+
+        def on_read(records: int) -> None:
+            progress.advance("load", records)
+
+    intake = take_in(raws, mapping, config.records_per_chunk, on_read)
+    progress.finish(phase)
+    return intake
+
+
+def check_intake(intake: Intake, config: DeduplicateRelationsConfig) -> None:
+    """Refuse an input that holds nothing to work on (or, ``strict``, any bad record)."""
+    if intake.record_count == 0:
+        raise InputError("the input holds no relation records")
+    if config.strict and intake.rejected:
+        raise InputError(strict_failure(intake.rejected))
+    if intake.rejected and not intake.ids:  # a wrong file, not a batch with a few bad records
+        raise InputError(
+            f"none of the {len(intake.rejected)} input records is a valid relation; "
+            f"first: {intake.rejected[0].origin}: {intake.rejected[0].reason}"
+        )
+
+
+def strict_failure(rejected: Sequence[Rejected]) -> str:
+    """The one-line error of ``strict=True``: how many records, and the first one's reason."""
+    first = rejected[0]
+    more = f" (and {len(rejected) - 1} more)" if len(rejected) > 1 else ""
+    return (
+        f"strict mode: {len(rejected)} input record(s) rejected; "
+        f"first: {first.origin}: {first.reason}{more}"
+    )
+
+
+def canonical_entities(
+    entities: Sequence[EntityContext], mapping: dict[str, str]
+) -> dict[str, EntityContext]:
+    """Entity contexts by canonical id (an entities file may still use alias ids)."""
+    contexts: dict[str, EntityContext] = {}
+    for entity in entities:
+        canonical = mapping.get(entity.entity_id, entity.entity_id)
+        if canonical not in contexts or entity.entity_id == canonical:
+            contexts[canonical] = EntityContext(canonical, entity.name, entity.profile, entity.type)
+    return contexts

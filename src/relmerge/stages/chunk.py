@@ -6,28 +6,30 @@
 :class:`ChunkSettings`) and returns plain values (:class:`ChunkResult`): what the driver
 writes (output relations as JSON, decisions, clarifications), adds up (counts, issues)
 or keeps for after the last chunk (the cross-block report's entries). It writes nothing
-itself. The local engine calls it in the driver; the Ray engine in a task on a worker,
-whose LLM requests go through the driver's gateway. Blocks never span chunks, so a chunk
-gives the same result wherever it is worked.
+itself. The local engine calls it in the driver; the worker-process and Ray engines on a
+worker, whose LLM requests go through the driver's gateway. Blocks never span chunks, so a
+chunk gives the same result wherever it is worked.
+
+It is the order of the stages in a chunk, so it lives with the stages, below the engines
+that run it and the run (``relmerge.run``) that picks an engine.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
 from relmerge.decide.memory import Remembered
-from relmerge.model import ExtractedRelation, StepIssue
-from relmerge.progress import NoProgress, Progress, working_on
-from relmerge.prompts.context import EntityContext
+from relmerge.model import EntityContext, ExtractedRelation, StepIssue
+from relmerge.progress import NoProgress, Progress, WorkedProgress, working_on
 from relmerge.providers.base import LanguageModel
-from relmerge.providers.embedding import EmbeddingModel, Vectors
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import ExactOutcome, ExactStage
 from relmerge.stages.semantic.blocking import add_pair_counts
 from relmerge.stages.semantic.neighbours import ReportPart
@@ -62,53 +64,13 @@ class RecordedProgress(NoProgress):
 
     def replay(self, progress: Progress) -> None:
         """The seconds first: the driver ends a phase whose total the advances reach."""
-        worked = getattr(progress, "worked", None)
-        if callable(worked):
+        if isinstance(progress, WorkedProgress):
             for stage, seconds in self.seconds.items():
-                worked(stage, seconds)
+                progress.worked(stage, seconds)
         for stage, amount in self.totals.items():
             progress.add_total(stage, amount)
         for stage, amount in self.advanced.items():
             progress.advance(stage, amount)
-
-
-@dataclass
-class ChunkRun:
-    """What an engine needs to work a run's chunks: the shared settings, the driver's
-    model (budget, cache, accounting: the one door to the LLM) and embedder, where
-    progress goes (phases ``exact``, ``embed``, ``semantic``), and the driver's CPU meter."""
-
-    settings: ChunkSettings
-    model: LanguageModel
-    embedder: EmbeddingModel | None
-    progress: Progress
-    meter: CpuMeter
-
-
-class ChunkEngine(Protocol):
-    """Works chunks and yields their results in the order of ``tasks`` (the driver
-    writes them in that order, so every engine gives the same outputs). ``tasks`` is
-    consumed lazily: an engine keeps only a bounded number of chunks in flight."""
-
-    name: str
-    in_process: bool  # chunks worked by the driver's own process (its meter counts them)
-
-    def run_chunks(
-        self, run: ChunkRun, tasks: Iterator[ChunkTask]
-    ) -> AsyncGenerator[ChunkResult, None]: ...
-
-    def describe(self) -> dict[str, Any]:
-        """``workers`` and anything else the result's ``engine`` object shows."""
-        ...
-
-    async def embed(self, run: ChunkRun, texts: Sequence[str]) -> Vectors:
-        """Vectors of ``texts`` by the run's embedder, wherever it runs best."""
-        ...
-
-    async def close(self) -> None:
-        """The run is over: end what the engine started for it (the engine can serve
-        another run afterwards)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -233,18 +195,6 @@ class ChunkResult:
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
 
 
-class EngineEmbedder:
-    """The run's embedder as its engine runs it (for the driver's own phases)."""
-
-    def __init__(self, engine: ChunkEngine, run: ChunkRun, name: str) -> None:
-        self.engine = engine
-        self.run = run
-        self.name = name
-
-    async def embed(self, texts: Sequence[str]) -> Vectors:
-        return await self.engine.embed(self.run, texts)
-
-
 async def work_chunk(
     task: ChunkTask,
     settings: ChunkSettings,
@@ -264,54 +214,12 @@ async def work_chunk(
     started = time.perf_counter()
     meter = meter or CpuMeter()
     before, before_wall = dict(meter.stages), dict(meter.wall)
-    config = settings.config
     result = ChunkResult(task.number)
-
-    with meter.stage("exact"), working_on(progress, "exact"):
-        originals = task.originals()
-        units = [Unit(originals[i], (i,)) for i in task.indices]
-        exact = await ExactStage(
-            config,
-            llm,
-            originals,
-            lambda n: progress.advance("exact", n),
-            defer_llm=config.semantic_merge,
-        ).run(units)
-        del units
-        result.tally.add_exact(exact)
-        result.exact_issues = exact.issues
-        result.exact_decisions = [d.model_dump(mode="json") for d in exact.decisions]
-    final = exact.units
+    originals, final = await _exact_stage(task, settings, llm, progress, meter, result)
     if settings.semantic and embedder is not None:
-        report = ReportPart() if settings.report else None
-        stage = SemanticStage(
-            config,
-            llm,
-            embedder,
-            originals,
-            settings.entities,
-            on_block_done=lambda n: progress.advance("semantic", n),
-            on_texts=lambda n: progress.add_total("embed", n - len(task.indices)),
-            on_embedded=lambda n: progress.advance("embed", n),
-            memory=settings.memory,
-            report=report,
-            shared_names=settings.shared_names,
+        final = await _semantic_stage(
+            task, originals, final, settings, llm, embedder, progress, meter, result
         )
-        needs = task.report_needs
-        with meter.stage("embed"), working_on(progress, "embed"):
-            prepared = await stage.prepare(
-                exact.units, None if needs is None else (lambda unit: unit.first in needs)
-            )
-        result.texts_embedded = len(prepared.descriptions.matrix) + len(prepared.names.matrix)
-        with meter.stage("decide"), working_on(progress, "semantic"):
-            semantic = await stage.decide(prepared)
-            del prepared
-            result.tally.add_semantic(semantic)
-            result.semantic_issues = semantic.issues
-            result.semantic_decisions = [d.model_dump(mode="json") for d in semantic.decisions]
-            result.clarifications = semantic.clarifications
-            final = semantic.units
-        result.report = report
     with meter.stage("write"):
         result.outputs = [
             (unit.members, unit.relation.relation_id, unit.relation.to_json()) for unit in final
@@ -328,3 +236,76 @@ async def work_chunk(
     }
     result.wall_s = time.perf_counter() - started
     return result
+
+
+async def _exact_stage(
+    task: ChunkTask,
+    settings: ChunkSettings,
+    llm: LanguageModel,
+    progress: Progress,
+    meter: CpuMeter,
+    result: ChunkResult,
+) -> tuple[dict[int, ExtractedRelation], list[Unit]]:
+    """The chunk's relations read and its exact stage run: the relations by input index
+    and the stage's units (its counts, issues and decisions in ``result``)."""
+    config = settings.config
+    with meter.stage("exact"), working_on(progress, "exact"):
+        originals = task.originals()
+        units = [Unit(originals[i], (i,)) for i in task.indices]
+        exact = await ExactStage(
+            config,
+            llm,
+            originals,
+            lambda n: progress.advance("exact", n),
+            defer_llm=config.semantic_merge,
+        ).run(units)
+        del units
+        result.tally.add_exact(exact)
+        result.exact_issues = exact.issues
+        result.exact_decisions = [d.model_dump(mode="json") for d in exact.decisions]
+    return originals, exact.units
+
+
+async def _semantic_stage(
+    task: ChunkTask,
+    originals: dict[int, ExtractedRelation],
+    units: list[Unit],
+    settings: ChunkSettings,
+    llm: LanguageModel,
+    embedder: EmbeddingModel,
+    progress: Progress,
+    meter: CpuMeter,
+    result: ChunkResult,
+) -> list[Unit]:
+    """The chunk's semantic stage over the exact stage's ``units``: embedding, then the
+    blocks' decisions; the final units (counts, issues, decisions, clarifications and the
+    cross-block report's part in ``result``)."""
+    report = ReportPart() if settings.report else None
+    stage = SemanticStage(
+        settings.config,
+        llm,
+        embedder,
+        originals,
+        settings.entities,
+        on_block_done=lambda n: progress.advance("semantic", n),
+        on_texts=lambda n: progress.add_total("embed", n - len(task.indices)),
+        on_embedded=lambda n: progress.advance("embed", n),
+        memory=settings.memory,
+        report=report,
+        shared_names=settings.shared_names,
+    )
+    needs = task.report_needs
+    with meter.stage("embed"), working_on(progress, "embed"):
+        prepared = await stage.prepare(
+            units, None if needs is None else (lambda unit: unit.first in needs)
+        )
+    result.texts_embedded = len(prepared.descriptions.matrix) + len(prepared.names.matrix)
+    with meter.stage("decide"), working_on(progress, "semantic"):
+        semantic = await stage.decide(prepared)
+        del prepared
+        result.tally.add_semantic(semantic)
+        result.semantic_issues = semantic.issues
+        result.semantic_decisions = [d.model_dump(mode="json") for d in semantic.decisions]
+        result.clarifications = semantic.clarifications
+    result.report = report
+    return semantic.units

@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.embedding import HashEmbedder
-from relmerge.providers.gold import GoldJudge
 from tests.factories import run_step
 from tests.support.dev_cli import DEV
 

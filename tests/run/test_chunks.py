@@ -19,11 +19,12 @@ import pytest
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import ProviderError
 from relmerge.eval.gold import load_gold
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.pipeline import RunOutput, run_pipeline
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
-from relmerge.providers.gold import GoldJudge
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stores.memory import MemoryStore
 from tests.support.engines import Refused
 

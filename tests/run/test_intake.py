@@ -10,9 +10,9 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relmerge.intake import block_hash, plan_chunks, take_in
 from relmerge.io.records import RawRecord
 from relmerge.model import ExtractedRelation
+from relmerge.run.intake import block_hash, plan_chunks, take_in
 from tests.factories import record
 
 
@@ -83,7 +83,7 @@ def test_block_hash_ignores_direction_and_is_the_same_in_every_process() -> None
     b = ExtractedRelation.model_validate(record("b", source_entity_id="y", target_entity_id="x"))
     assert block_hash(a) == block_hash(b)
     code = (
-        "from relmerge.intake import block_hash; from relmerge.model import ExtractedRelation;"
+        "from relmerge.run.intake import block_hash; from relmerge.model import ExtractedRelation;"
         "from tests.factories import record;"
         "print(block_hash(ExtractedRelation.model_validate("
         "record('a', source_entity_id='x', target_entity_id='y'))))"

@@ -12,27 +12,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from relmerge.cache import RunCache
-from relmerge.chunk import ChunkEngine
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.context import StepContext
-from relmerge.decide import rules_fingerprint
+from relmerge.engines.base import ChunkEngine
 from relmerge.errors import InputError
 from relmerge.io.load import entity_from_dict, read_store_keys
-from relmerge.io.outdir import Fingerprint
-from relmerge.io.records import RawRecord
-from relmerge.model import STEP_NAME
-from relmerge.pipeline import RunOutput, run_pipeline
+from relmerge.model import STEP_NAME, EntityContext
 from relmerge.progress import Progress
-from relmerge.prompts.context import EntityContext
 from relmerge.providers.base import LanguageModel, NoLanguageModel
-from relmerge.providers.cached import PersistentEmbedder
-from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.preflight import preflight
+from relmerge.providers.stack import build_embedder_stack
+from relmerge.run.fingerprint import STEP_EXCLUDED, records_fingerprint, run_fingerprint
+from relmerge.run.pipeline import run_pipeline
+from relmerge.run.result import RunOutput
 from relmerge.stores.base import ObjectStore
 
 RESULT_ARTIFACT = "deduplicate_relations_result"
@@ -54,33 +52,6 @@ class StepCapabilities:
 
     produces: tuple[str, ...]
     writes: tuple[str, ...]
-
-
-# Settings that change how a run goes or where its logs go, not what it outputs.
-_NOT_IN_FINGERPRINT = {"concurrency", "logs_prefix"}
-
-
-def run_fingerprint(
-    raws: Iterable[RawRecord],
-    mapping: Any,
-    config: DeduplicateRelationsConfig,
-    llm: LanguageModel,
-    embedder: EmbeddingModel | None,
-    entities: Sequence[EntityContext],
-) -> str:
-    """sha256 of what determines a step run's outputs: the input records, the entity
-    mapping and entities, the settings, the models' names and the decision rules."""
-    hashed = Fingerprint()
-    for _ in hashed.records(raws):
-        pass
-    return hashed.hexdigest(
-        rules_fingerprint(),
-        mapping,
-        config.model_dump(mode="json", exclude=_NOT_IN_FINGERPRINT),
-        llm.name,
-        embedder.name if embedder is not None else None,
-        [entity.__dict__ for entity in entities],
-    )
 
 
 def log_names(config: DeduplicateRelationsConfig) -> list[str]:
@@ -173,7 +144,7 @@ class DeduplicateRelations:
         output = await self.deduplicate(
             store, keys, mapping, llm, embedder, entities_artifact(context), progress
         )
-        context.set_artifact(RESULT_ARTIFACT, output.result)
+        context.set_artifact(RESULT_ARTIFACT, output.result)  # its JSON object
         context.set_artifact(KEYS_ARTIFACT, output.relation_keys)
         context.set_artifact(MAPPING_ARTIFACT, output.relation_id_mapping)
         return output
@@ -191,7 +162,8 @@ class DeduplicateRelations:
         """The step's work once its components and artifacts are known: read ``keys``,
         deduplicate, write the relation files and, under a prefix naming the run, the logs.
 
-        ``result`` gains ``fingerprint`` and ``log_keys`` (the logs' keys, as written).
+        The result gains ``fingerprint`` (see ``run.fingerprint``) and ``log_keys`` (the
+        logs' keys, as written).
         """
         if not isinstance(keys, list | tuple):
             raise InputError(f"artifact {self.config.relation_keys_artifact!r} must be a list")
@@ -201,9 +173,16 @@ class DeduplicateRelations:
             if embedder is not None:
                 checked += await preflight(embedder)
         raws = await read_store_keys(store, list(keys))
-        fingerprint = run_fingerprint(raws, mapping, self.config, llm, embedder, entities)
+        fingerprint = run_fingerprint(
+            records_fingerprint(raws),
+            mapping=mapping,
+            config=self.config,
+            models=[llm.name, embedder.name if embedder is not None else None],
+            entities=entities,
+            excluded=STEP_EXCLUDED,
+        )
         if embedder is not None and self.cache is not None:
-            embedder = CachedEmbedder(PersistentEmbedder(embedder, self.cache))
+            embedder = build_embedder_stack(embedder, self.cache)
         output = await run_pipeline(
             raws,
             mapping,
@@ -218,8 +197,7 @@ class DeduplicateRelations:
             log_prefix=f"{self.config.logs_prefix}/{fingerprint[:16]}",
             preflight_requests=checked,
         )
-        output.result["fingerprint"] = fingerprint
-        output.result["log_keys"] = list(output.log_keys)
+        output.summary = output.summary.with_run(fingerprint, output.log_keys)
         return output
 
 

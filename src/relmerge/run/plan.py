@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from relmerge.errors import InputError
-from relmerge.intake import CountingSpool, Intake, take_in
 from relmerge.io.records import RawRecord, Rejected
+from relmerge.run.intake import CountingSpool, Intake, take_in
 from relmerge.stages.remap import validate_entity_mapping
 
 LARGEST_BLOCKS = 5
