@@ -29,8 +29,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from relmerge.providers.gold import GoldJudge
-
 from labelled import Labelled, load_held_out_kinds, pair_counts
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.decide.features import relation_features
@@ -38,6 +36,7 @@ from relmerge.decide.job import orientation
 from relmerge.decide.lexicon import load_lexicon
 from relmerge.decide.scores import BlockScores
 from relmerge.decide.tiers import decide_pair
+from relmerge.eval.gold_judge import GoldJudge
 from relmerge.model import ExtractedRelation
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import CachedEmbedder
