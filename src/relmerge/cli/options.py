@@ -189,6 +189,7 @@ OPTION_NAMES: dict[str, dict[str, str]] = {
         "max_tokens": "--max-tokens",
         "strict": "--strict",
         "llm_breaker_groups": "--llm-breaker-groups",
+        "canaries": "--canaries",
         "max_answer_tokens": "--llm-max-answer-tokens",
     },
     "llm": {

@@ -50,6 +50,7 @@ def summary_table(result: RunResult, out: str) -> Table:
         ("LLM requests that failed (HTTP; retried)", result.llm_failed_requests),
         ("LLM answers that were invalid (retried)", result.llm_invalid_answers),
         ("LLM answers from the cache", result.llm_cache_hits),
+        *canary_rows(result),
         ("tokens", result.tokens.total),
         ("seconds", result.seconds["total"]),
     ]
@@ -73,3 +74,18 @@ def summary_table(result: RunResult, out: str) -> Table:
     for code, count in sorted(codes.items()):
         table.add_row(f"issue: {code}", str(count))
     return table
+
+
+def canary_rows(result: RunResult) -> list[tuple[str, object]]:
+    """The canaries' line: the model's agreement on certain questions, with its count."""
+    canaries = result.canaries
+    if not canaries.asked:
+        return []
+    shown = f"{canaries.right} of {canaries.answered} right"
+    if canaries.asked > canaries.answered:
+        shown += f" ({canaries.asked - canaries.answered} unanswered)"
+    if canaries.distrusted:
+        shown += ": below the threshold, the model's merges were not applied"
+    elif canaries.answered < canaries.minimum:
+        shown += f": too few to judge the model (fewer than {canaries.minimum})"
+    return [("canary questions (certain answers)", shown)]

@@ -213,6 +213,15 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "exits 3 [5].",
 )
 @click.option(
+    "--canaries",
+    type=click.FloatRange(0.0, 1.0),
+    metavar="SHARE",
+    help="Canary questions, as a share of the LLM's questions: pairs the rules decided "
+    "on hard evidence, asked like any other; a model that answers too few right "
+    "(canary_agreement, canary_min) stops merging, its pairs go to clarifications.jsonl "
+    "and the run exits 3. 0 turns them off [0.05].",
+)
+@click.option(
     "--no-preflight",
     is_flag=True,
     help="Skip the check of the endpoints before the run, e.g. for a re-run whose answers "
@@ -220,7 +229,7 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     "fails group by group, and the run exits 3).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars, summary or warnings.")
-# long: click passes each option as a parameter (19 of them) and the docstring is --help;
+# long: click passes each option as a parameter (20 of them) and the docstring is --help;
 # the body only resolves them and hands over to show_plan / run_into_out / say_what_is_left.
 def run_command(
     input_path: str,
@@ -240,6 +249,7 @@ def run_command(
     workers: int | None,
     ray_address: str | None,
     llm_breaker_groups: int | None,
+    canaries: float | None,
     no_preflight: bool,
     quiet: bool,
     **options: Any,
@@ -265,6 +275,7 @@ def run_command(
             "max_tokens": max_tokens,
             "strict": strict,
             "llm_breaker_groups": llm_breaker_groups,
+            "canaries": canaries,
         },
     )
     storage_options = parse_storage_options(storage_option_pairs)
@@ -458,6 +469,13 @@ def say_what_is_left(
         for line in left_to_do(result, shown, program(), argv, reviewable=reviewable):
             click.echo(line)
     unavailable = result.llm_unavailable_group_count
+    if result.canaries.distrusted:
+        click.echo(
+            f"the LLM's merges were not applied: {result.canaries.reason}; its pairs are in "
+            "clarifications.jsonl — check the model and its settings",
+            err=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT)
     if unavailable:
         kept = "answers so far are cached" if cached else "--no-cache: none was kept"
         groups = "group" if unavailable == 1 else "groups"

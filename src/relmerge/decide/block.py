@@ -20,6 +20,7 @@ from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.ask import ask_cluster, ask_judge
+from relmerge.decide.canary import Canary, block_candidates
 from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
@@ -77,6 +78,8 @@ class BlockResult:
     # clusters: the merges a person made.
     human_joins: list[tuple[int, int]] = field(default_factory=list)
     failure: GroupFailed | None = None
+    questions: int = 0  # requests this block sent the LLM (retries included)
+    canaries: list[Canary] = field(default_factory=list)  # certain pairs it offers
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,14 @@ class BlockDecider:
             for p in pairs
             if p.verdict == "undecided" and auto.find(p.a) != auto.find(p.b)
         }
+        if self.config.canaries > 0 and self.llm.available:
+            forward = (entities[0].entity_id, entities[1].entity_id)
+            result.canaries = block_candidates(
+                units,
+                pairs,
+                lambda i: self._record(units, [i], forward, symmetric)[0],
+                entities,
+            )
         if not pending:
             result.clusters = auto.clusters()
             return result
@@ -312,6 +323,7 @@ class BlockDecider:
         """The block's clusters; the pairs no valid answer covered go to review."""
         final = rounds.final
         result.clusters = final.clusters()
+        result.questions = sum(rounds.spent.values())
         left = [
             p
             for pair, p in rounds.pending.items()

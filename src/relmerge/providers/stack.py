@@ -9,6 +9,7 @@ layer                    what it does                                           
 =======================  ======================================================  ==========
 ``AccountingModel``      requests, tokens, cache hits, invalid answers           stack
 ``CachingModel``         the run cache: a request asked before is answered       stack
+``CanaryGateModel``     closed when the canaries distrust the model (a run's)   stack
 ``BudgetModel``          ``max_llm_requests`` / ``max_tokens`` (a run's limit)   stack
 ``CircuitBreakerModel``  ``llm_breaker_groups`` (a run's limit)                  stack
 ``ProgressModel``        the run's ``llm`` phase (requests in flight, retries)   stack
@@ -42,6 +43,7 @@ from relmerge.providers.base import LanguageModel
 from relmerge.providers.breaker import CircuitBreakerModel
 from relmerge.providers.cached import CachingModel, PersistentEmbedder
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
+from relmerge.providers.gate import CanaryGateModel
 from relmerge.providers.limits import BudgetModel, RateLimitedModel
 from relmerge.providers.progress import ProgressModel
 from relmerge.registry import Provider, registry
@@ -98,11 +100,12 @@ def without_recent_texts(embedder: EmbeddingModel) -> EmbeddingModel:
 @dataclass(frozen=True)
 class ModelStack:
     """A built language-model stack: ``model``, the layer the stages ask, and the layers
-    whose state a run reports (``budget``, ``breaker``: None when not built)."""
+    whose state a run reports (``budget``, ``breaker``, ``gate``: None when not built)."""
 
     model: AccountingModel
     budget: BudgetModel | None = None
     breaker: CircuitBreakerModel | None = None
+    gate: CanaryGateModel | None = None
 
     @property
     def stats(self) -> LLMStats:
@@ -128,14 +131,15 @@ def build_model_stack(
     model = get_llm(llm) if isinstance(llm, LLMSettings) else llm
     if progress is not None and model.available:
         model = ProgressModel(model, progress)
-    breaker = budget = None
+    breaker = budget = gate = None
     if run_limits:
         model = breaker = CircuitBreakerModel(model, config.llm_breaker_groups)
         model = budget = BudgetModel(breaker, config.max_llm_requests, config.max_tokens)
+        model = gate = CanaryGateModel(budget)
     if cache is not None:
         model = CachingModel(model, cache)
     if progress is None:
-        return ModelStack(AccountingModel(model), budget, breaker)
+        return ModelStack(AccountingModel(model), budget, breaker, gate)
     counted = progress
     accounting = AccountingModel(model, on_invalid=lambda: counted.count("llm", "retried"))
-    return ModelStack(accounting, budget, breaker)
+    return ModelStack(accounting, budget, breaker, gate)

@@ -36,8 +36,10 @@ from relmerge.progress import Progress, as_progress, working_on
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.cached import persistent_layer
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.gate import CanaryGateModel
 from relmerge.providers.stack import ModelStack, build_model_stack, without_recent_texts
 from relmerge.review.memory import AnswerMemory
+from relmerge.run.canaries import CanaryDesk, Rework
 from relmerge.run.intake import (
     Intake,
     canonical_entities,
@@ -46,9 +48,9 @@ from relmerge.run.intake import (
     read_input,
 )
 from relmerge.run.phases import Clock, Phases
-from relmerge.run.result import Breaker, Budget, RunOutput, RunResult, Tokens
+from relmerge.run.result import Breaker, Budget, RunOutput, RunResult, Tokens, canary_figures
 from relmerge.run.writer import OutputWriter, RunLogs, Written
-from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, Tally
+from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, Tally, work_chunk
 from relmerge.stages.remap import validate_entity_mapping
 from relmerge.stages.semantic.neighbours import EntityReport
 from relmerge.stages.semantic.partners import report_candidates
@@ -138,6 +140,7 @@ class _Run:
     semantic_issues: list[StepIssue] = field(default_factory=list)
     phases: Phases = field(init=False)
     models: ModelStack = field(init=False)
+    canaries: CanaryDesk | None = None
     writer: OutputWriter = field(init=False)
 
     def start(self, progress: Progress, llm: LanguageModel, cache: RunCache | None) -> None:
@@ -194,7 +197,9 @@ async def _deduplicate(
             with run.clock.timed("embed"), run.meter.stage("plan"):
                 needs = await _report_needs(intake, config, EngineEmbedder(engine, chunk_run, ""))
         results = engine.run_chunks(chunk_run, _tasks(intake, chunks, needs))
-        await _work_chunks(run, results, work, report)
+        rework = _rework(intake, chunks, needs, chunk_run, engine)
+        run.canaries = CanaryDesk(config, run.models.model, run.models.gate, rework)
+        await _work_chunks(run, results, work, report, run.canaries)
         named = EngineEmbedder(engine, chunk_run, embedder.name if embedder is not None else "")
         issues = await _after_chunks(run, report, named)
     except BaseException:
@@ -254,9 +259,11 @@ async def _work_chunks(
     results: AsyncGenerator[ChunkResult, None],
     work: EngineFigures,
     report: EntityReport | None,
+    desk: CanaryDesk,
 ) -> None:
-    """Each chunk's result as the engine hands it back (in plan order): counted, its
-    relations written, its decisions and clarifications logged."""
+    """Each chunk's result as the engine hands it back (in plan order): its canaries
+    asked, then (once the model is judged, see ``run.canaries``) counted, its relations
+    written, its decisions and clarifications logged."""
     clock, meter = run.clock, run.meter
     async with aclosing(results):
         while True:
@@ -266,16 +273,50 @@ async def _work_chunks(
                 break
             with meter.stage("collect"):
                 work.add(done)
-                run.tally.add(done.tally)
-                run.exact_issues.extend(done.exact_issues)
-                run.semantic_issues.extend(done.semantic_issues)
-                run.logs.clarifications.extend(done.clarifications)
-                if report is not None and done.report is not None:
-                    report.add_part(done.report)
-            with clock.timed("write"), meter.stage("write"):
-                final_of = await run.writer.write(done.outputs)
-            with meter.stage("collect"):
-                run.logs.add_decisions(done.exact_decisions, done.semantic_decisions, final_of)
+            await desk.ask(done)
+            for ready in await desk.release(done):
+                await _write_chunk(run, ready, report)
+    for ready in desk.drain():
+        await _write_chunk(run, ready, report)
+
+
+async def _write_chunk(run: _Run, done: ChunkResult, report: EntityReport | None) -> None:
+    """One chunk's result counted, its relations written, its decisions logged."""
+    clock, meter = run.clock, run.meter
+    with meter.stage("collect"):
+        run.tally.add(done.tally)
+        run.exact_issues.extend(done.exact_issues)
+        run.semantic_issues.extend(done.semantic_issues)
+        run.logs.clarifications.extend(done.clarifications)
+        if report is not None and done.report is not None:
+            report.add_part(done.report)
+    with clock.timed("write"), meter.stage("write"):
+        final_of = await run.writer.write(done.outputs)
+    with meter.stage("collect"):
+        run.logs.add_decisions(done.exact_decisions, done.semantic_decisions, final_of)
+
+
+def _rework(
+    intake: Intake,
+    chunks: list[npt.NDArray[np.int64]],
+    needs: npt.NDArray[np.bool_] | None,
+    chunk_run: ChunkRun,
+    engine: ChunkEngine,
+) -> Rework:
+    """How the driver works a chunk again without the model (the canaries distrust it):
+    the same task, the run's embedder as its engine runs it, the model behind a closed
+    gate (its blocks fail as ``llm_unavailable``, their pairs go to review)."""
+    embedder: EmbeddingModel | None = chunk_run.embedder
+    if embedder is not None and not engine.in_process:
+        embedder = EngineEmbedder(engine, chunk_run, embedder.name)
+
+    async def again(number: int, reason: str) -> ChunkResult:
+        (task,) = _tasks(intake, [chunks[number]], needs)
+        task.number = number
+        gated = CanaryGateModel(chunk_run.model, reason)
+        return await work_chunk(task, chunk_run.settings, gated, embedder, None, chunk_run.meter)
+
+    return again
 
 
 async def _after_chunks(
@@ -350,6 +391,7 @@ def _result(
         engine={},
         issues=tuple(issues),
         config=config,
+        canaries=canary_figures(run.canaries, config),
     )
 
 

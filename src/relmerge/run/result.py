@@ -47,6 +47,46 @@ class Breaker:
     refused_requests: int = 0
 
 
+@dataclass(frozen=True)
+class Canaries:
+    """The canary questions (``relmerge.run.canaries``): the share of requests they may
+    cost, how many were asked, answered (validly) and answered right, the agreement, the
+    rule (``minimum`` answers, ``threshold``), whether the model was distrusted (its
+    merges not applied), why, and the chunks worked again without it."""
+
+    rate: float = 0.0
+    asked: int = 0
+    answered: int = 0
+    right: int = 0
+    agreement: float | None = None
+    minimum: int = 0
+    threshold: float = 0.0
+    distrusted: bool = False
+    reason: str | None = None
+    reworked_chunks: int = 0
+
+
+def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
+    """The result's ``canaries`` from the run's desk (None: no chunk was worked)."""
+    if desk is None:
+        return Canaries(
+            config.canaries, minimum=config.canary_min, threshold=config.canary_agreement
+        )
+    tally = desk.tally
+    return Canaries(
+        config.canaries,
+        tally.asked,
+        tally.answered,
+        tally.right,
+        tally.agreement,
+        config.canary_min,
+        config.canary_agreement,
+        desk.reason is not None,
+        desk.reason,
+        desk.reworked,
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class RunResult:
     """The figures of one run, in the order of the result file's keys (see the module).
@@ -102,6 +142,7 @@ class RunResult:
     step: str = STEP_NAME
     fingerprint: str | None = None
     log_keys: tuple[str, ...] | None = None
+    canaries: Canaries = field(default_factory=Canaries)
 
     def with_run(self, fingerprint: str, log_keys: Sequence[str] | None = None) -> RunResult:
         """This result with the run's fingerprint (and, for the step, its logs' keys)."""
@@ -158,6 +199,7 @@ def _json_object(result: RunResult) -> dict[str, Any]:
         "llm_budget": asdict(result.llm_budget),
         "llm_unavailable_group_count": result.llm_unavailable_group_count,
         "llm_circuit_breaker": asdict(result.llm_circuit_breaker),
+        "canaries": asdict(result.canaries),
         "chunk_count": result.chunk_count,
         "seconds": dict(result.seconds),
         "engine": result.engine,

@@ -25,6 +25,7 @@ import orjson
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.cputime import CpuMeter
+from relmerge.decide.canary import PER_CHUNK, Canary, pick
 from relmerge.decide.memory import Remembered
 from relmerge.model import EntityContext, ExtractedRelation, StepIssue
 from relmerge.progress import NoProgress, Progress, WorkedProgress, working_on
@@ -193,6 +194,8 @@ class ChunkResult:
     node: str = ""
     invalid_answers: int = 0  # unusable LLM answers seen by a worker's model
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
+    llm_questions: int = 0  # requests its blocks sent the LLM (canaries are earned by them)
+    canaries: list[Canary] = field(default_factory=list)  # certain pairs, for the driver
 
 
 async def work_chunk(
@@ -307,5 +310,7 @@ async def _semantic_stage(
         result.semantic_issues = semantic.issues
         result.semantic_decisions = [d.model_dump(mode="json") for d in semantic.decisions]
         result.clarifications = semantic.clarifications
+        result.llm_questions = semantic.llm_questions
+        result.canaries = pick(semantic.canaries, PER_CHUNK, ("chunk", task.indices[:1]))
     result.report = report
     return semantic.units

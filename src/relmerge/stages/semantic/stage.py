@@ -16,6 +16,7 @@ from typing import Any, overload
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult, cluster_lead
+from relmerge.decide.canary import Canary
 from relmerge.decide.features import RelationFeatures, relation_features
 from relmerge.decide.job import BlockJob, decide_blocks
 from relmerge.decide.lexicon import lexicon_for
@@ -58,6 +59,8 @@ class SemanticOutcome:
     llm_needed_without_names: int = 0
     pair_counts: dict[str, int] = field(default_factory=dict)
     tier_counts: dict[str, int] = field(default_factory=dict)
+    llm_questions: int = 0  # requests the blocks sent the LLM
+    canaries: list[Canary] = field(default_factory=list)  # certain pairs the blocks offer
 
 
 @dataclass
@@ -266,6 +269,8 @@ class SemanticStage:
         for tier, count in result.llm_needed_tiers.items():
             outcome.llm_needed_tiers[tier] = outcome.llm_needed_tiers.get(tier, 0) + count
         outcome.llm_needed_without_names += result.llm_needed_without_names
+        outcome.llm_questions += result.questions
+        outcome.canaries.extend(result.canaries)
         if result.failure is not None:
             outcome.failed_block_count += 1
             first = local[0].relation
