@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ from relmerge.progress import Progress, as_progress
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.stack import ModelStack, build_model_stack
+from relmerge.review.memory import AnswerMemory
 from relmerge.run.fold import Plan, plan_writes
 from relmerge.run.intake import Intake, canonical_entities, check_intake, read_input
 from relmerge.run.store_vectors import StoreEmbedder
@@ -159,6 +160,7 @@ class StoreMerge:
         self.memory = memory
         self.cache = cache
         self.max_retries = max_retries
+        self.input_digest = ""  # the last merge's batch id without the answers
         if self.config.semantic_merge and embedder is None:
             from relmerge.errors import ConfigError
             from relmerge.run.pipeline import NO_EMBEDDER
@@ -172,29 +174,53 @@ class StoreMerge:
         *,
         batch_id: str | None = None,
         progress: Progress | None = None,
+        before_work: Callable[[str], Awaitable[None]] | None = None,
+        replaces: str | None = None,
     ) -> StoreMergeOutput:
-        """Merge ``records`` (RawRecords, relations or their dicts) into the store."""
+        """Merge ``records`` (RawRecords, relations or their dicts) into the store.
+
+        ``before_work`` hears the batch id once the input is known to be usable, before
+        anything is decided or written (the CLI claims OUT there). ``replaces``: an
+        earlier merge of the same input, decided without the answers a person has given
+        since; it is undone first (refused when later batches built on it), so that the
+        answers apply."""
         started = time.perf_counter()
         mapping = validate_entity_mapping(entity_id_mapping)
         intake = read_input(as_raw_records(records), mapping, self.config, as_progress(progress))
         try:
             check_intake(intake, self.config)
             inputs = _inputs(intake)
+            self.input_digest = self.batch_id(inputs, mapping, answers=False)
             batch_id = batch_id or self.batch_id(inputs, mapping)
             entities = canonical_entities(self.entities, mapping)
+            if before_work is not None:
+                await before_work(batch_id)
+            if replaces is not None and replaces != batch_id:
+                earlier = await self.store.batch(replaces)
+                if earlier is not None and earlier.status == "applied":
+                    await self.store.undo(replaces)
             return await _Merge(self, intake, inputs, batch_id, entities, started).run()
         finally:
             intake.spool.close()
 
-    def batch_id(self, inputs: Sequence[ExtractedRelation], mapping: Any) -> str:
-        """``merge-`` and a digest of the input, the mapping, the settings and the models."""
+    def batch_id(
+        self, inputs: Sequence[ExtractedRelation], mapping: Any, answers: bool = True
+    ) -> str:
+        """``merge-`` and a digest of the input, the mapping, the settings, the models and
+        (``answers``) a person's answers: answers given since make it another batch."""
         digest = hashlib.sha256()
         for relation in inputs:
             digest.update(relation.to_json() + b"\n")
         settings = self.config.model_dump(mode="json", exclude={"concurrency"})
         named = [self.llm.name, self.embedder.name if self.embedder else None]
         entities = [entity.__dict__ for entity in self.entities]
-        digest.update(orjson.dumps([mapping, settings, named, entities], default=str))
+        memory = self.memory
+        given = (
+            [[key, str(memory.get(key))] for key in sorted(memory.remembered_keys())]
+            if answers and isinstance(memory, AnswerMemory)
+            else []
+        )
+        digest.update(orjson.dumps([mapping, settings, named, entities, given], default=str))
         return "merge-" + digest.hexdigest()[:24]
 
 
