@@ -176,6 +176,7 @@ class StoreMerge:
         progress: Progress | None = None,
         before_work: Callable[[str], Awaitable[None]] | None = None,
         replaces: str | None = None,
+        on_write: Callable[[int], None] | None = None,
     ) -> StoreMergeOutput:
         """Merge ``records`` (RawRecords, relations or their dicts) into the store.
 
@@ -183,7 +184,7 @@ class StoreMerge:
         anything is decided or written (the CLI claims OUT there). ``replaces``: an
         earlier merge of the same input, decided without the answers a person has given
         since; it is undone first (refused when later batches built on it), so that the
-        answers apply."""
+        answers apply. ``on_write`` hears of the batch's rows as they are written."""
         started = time.perf_counter()
         mapping = validate_entity_mapping(entity_id_mapping)
         intake = read_input(as_raw_records(records), mapping, self.config, as_progress(progress))
@@ -199,7 +200,9 @@ class StoreMerge:
                 earlier = await self.store.batch(replaces)
                 if earlier is not None and earlier.status == "applied":
                     await self.store.undo(replaces)
-            return await _Merge(self, intake, inputs, batch_id, entities, started).run()
+            merging = _Merge(self, intake, inputs, batch_id, entities, started)
+            merging.on_write = on_write
+            return await merging.run()
         finally:
             intake.spool.close()
 
@@ -258,6 +261,7 @@ class _Merge:
         self.pair_of_id = {r.relation_id: relation_pair(r) for r in inputs}
         self.known: dict[str, str] = {}  # input ids already in the store -> stored id
         self.retries = 0
+        self.on_write: Callable[[int], None] | None = None
         self.store_entities: dict[str, EntityContext] = {}  # the endpoints' stored profiles
 
     async def run(self) -> StoreMergeOutput:
@@ -273,7 +277,7 @@ class _Merge:
         while True:
             states.update(await self.store.relations_for_pairs(pending))
             await self._decide(todo, pending, states, decided)
-            applied = await self.store.apply_batch(self._batch(decided, states))
+            applied = await self.store.apply_batch(self._batch(decided, states), self.on_write)
             if applied.status == "already_applied":
                 return await self._already_applied()
             if applied.status == "applied":
