@@ -136,8 +136,13 @@ class ExactStage:
 
     def _stored_pairs(self, units: Sequence[Unit]) -> set[Pair]:
         """Every pair of two stored relations: known distinct (decided when they came)."""
-        stored = [unit for unit in units if holds_pinned(unit, self.pinned)]
-        return {_pair(a, b) for a, b in combinations(stored, 2)}
+        pairs: set[Pair] = set()
+        if not self.pinned:
+            return pairs
+        for group in self._group(units).values():  # only pairs of one group are ever asked
+            stored = [unit for unit in group if holds_pinned(unit, self.pinned)]
+            pairs.update(_pair(a, b) for a, b in combinations(stored, 2))
+        return pairs
 
     async def _run_rounds(
         self, current: list[Unit], outcome: ExactOutcome, known: set[Pair]
