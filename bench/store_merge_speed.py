@@ -84,11 +84,15 @@ def main() -> None:
             built = time.perf_counter() - started
             out = subprocess.run(
                 [sys.executable, __file__, "--child", url, str(size), str(args.batch)],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
             rows[size] = {"build_s": round(built, 1), **json.loads(out)}
-            print(f"store {size:>9,}: built in {built:6.1f} s; merge {args.batch:,} new: "
-                  f"{rows[size]['seconds']:6.2f} s, peak {rows[size]['peak_mib']:6.0f} MiB")
+            print(
+                f"store {size:>9,}: built in {built:6.1f} s; merge {args.batch:,} new: "
+                f"{rows[size]['seconds']:6.2f} s, peak {rows[size]['peak_mib']:6.0f} MiB"
+            )
     ratio = rows[args.large]["seconds"] / rows[args.small]["seconds"]
     print(f"ratio large/small: {ratio:.2f}x (target <= 2x; merge <= 60 s)")
 
