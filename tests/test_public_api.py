@@ -15,6 +15,7 @@ def test_public_names_are_curated() -> None:
         "RelmergeError",
         "RunCache",
         "StepIssue",
+        "StoreMerge",
         "Verdict",
     ]
     for name in relmerge.__all__:

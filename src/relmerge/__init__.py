@@ -13,6 +13,7 @@ from relmerge.errors import RelmergeError
 from relmerge.judge import JudgeContext, RelationJudge, Verdict
 from relmerge.model import Decision, ExtractedRelation, StepIssue
 from relmerge.run.step import DeduplicateRelations
+from relmerge.run.store_merge import StoreMerge
 from relmerge.version import __version__ as __version__
 
 __all__ = [
@@ -26,5 +27,6 @@ __all__ = [
     "RelmergeError",
     "RunCache",
     "StepIssue",
+    "StoreMerge",
     "Verdict",
 ]

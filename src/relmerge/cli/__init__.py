@@ -12,6 +12,7 @@ from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
+from relmerge.cli.merge_into import merge_into_command
 from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
 from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
@@ -71,5 +72,6 @@ main.add_command(export_command)
 main.add_command(report_command)
 main.add_command(demo_command)
 main.add_command(store_group)
+main.add_command(merge_into_command)
 
 __all__ = ["main"]

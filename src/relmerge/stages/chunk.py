@@ -91,12 +91,15 @@ class ChunkTask:
     """One chunk: its input indices (input order) and relations, as objects or as their
     JSON (the spool's bytes travel without being parsed in the driver).
     ``report_needs``: the input indices whose unit the cross-block report may compare,
-    so a unit alone in its block is embedded only if listed (None: every unit)."""
+    so a unit alone in its block is embedded only if listed (None: every unit).
+    ``pinned``: the input indices of relations already stored (a merge into a store):
+    two of them are never merged nor judged against each other."""
 
     number: int
     indices: list[int]
     relations: list[ExtractedRelation] | list[bytes]
     report_needs: frozenset[int] | None = None
+    pinned: frozenset[int] = frozenset()
 
     def originals(self) -> dict[int, ExtractedRelation]:
         parsed = [
@@ -261,6 +264,7 @@ async def _exact_stage(
             originals,
             lambda n: progress.advance("exact", n),
             defer_llm=config.semantic_merge,
+            pinned=task.pinned,
         ).run(units)
         del units
         result.tally.add_exact(exact)
@@ -296,6 +300,7 @@ async def _semantic_stage(
         memory=settings.memory,
         report=report,
         shared_names=settings.shared_names,
+        pinned=task.pinned,
     )
     needs = task.report_needs
     with meter.stage("embed"), working_on(progress, "embed"):

@@ -23,7 +23,7 @@ from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSu
 from relmerge.normalize import normalize_key_text
 from relmerge.prompts import merge_relations
 from relmerge.providers.base import LanguageModel
-from relmerge.stages.identical import merge_identical
+from relmerge.stages.identical import holds_pinned, merge_identical
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
 from relmerge.units import Originals, Unit, member_ids, merge_units
 
@@ -84,8 +84,12 @@ class ExactStage:
         originals: Originals,
         on_group_done: Callable[[int], None] = lambda n: None,
         defer_llm: bool = False,
+        pinned: frozenset[int] = frozenset(),
     ) -> None:
+        """``pinned``: input indices of stored relations (a merge into a store): two of
+        them are known distinct from the start (never merged, never asked about)."""
         self.config = config
+        self.pinned = pinned
         self.llm = llm
         self.originals = originals
         self.on_group_done = on_group_done
@@ -100,7 +104,7 @@ class ExactStage:
         groups = self._group(units)
         current: list[Unit] = []
         for group in groups.values():
-            merged_units, buckets = merge_identical(group, self.originals)
+            merged_units, buckets = merge_identical(group, self.originals, self.pinned)
             current.extend(merged_units)
             for bucket in buckets:
                 outcome.decisions.append(self._identical_decision(bucket, merged_units))
@@ -112,7 +116,7 @@ class ExactStage:
             return outcome
         if not self.llm.available:
             outcome.units = current
-            for group in self._pending(current, set()):
+            for group in self._pending(current, self._stored_pairs(current)):
                 outcome.llm_needed_group_count += 1
                 outcome.decisions.append(
                     Decision(
@@ -126,11 +130,24 @@ class ExactStage:
                 )
             return outcome
         # Groups settled by the rules count now; the others as their first round ends.
-        self.on_group_done(len(groups) - len(self._pending(current, set())))
-        return await self._run_rounds(current, outcome)
+        stored = self._stored_pairs(current)
+        self.on_group_done(len(groups) - len(self._pending(current, stored)))
+        return await self._run_rounds(current, outcome, stored)
 
-    async def _run_rounds(self, current: list[Unit], outcome: ExactOutcome) -> ExactOutcome:
-        distinct: set[Pair] = set()
+    def _stored_pairs(self, units: Sequence[Unit]) -> set[Pair]:
+        """Every pair of two stored relations: known distinct (decided when they came)."""
+        pairs: set[Pair] = set()
+        if not self.pinned:
+            return pairs
+        for group in self._group(units).values():  # only pairs of one group are ever asked
+            stored = [unit for unit in group if holds_pinned(unit, self.pinned)]
+            pairs.update(_pair(a, b) for a, b in combinations(stored, 2))
+        return pairs
+
+    async def _run_rounds(
+        self, current: list[Unit], outcome: ExactOutcome, known: set[Pair]
+    ) -> ExactOutcome:
+        distinct: set[Pair] = set(known)
         failed_keys: set[ExactKey] = set()
         while outcome.rounds < self.config.max_rounds:
             pending = self._pending(current, distinct)
@@ -213,7 +230,9 @@ class ExactStage:
             if leader is None:
                 break
             led.add(leader.members)
-            partners = [u for u in parts if u is not leader and undecided(leader, u)]
+            partners = self._one_stored(
+                leader, [u for u in parts if u is not leader and undecided(leader, u)]
+            )
             # A batch of one could merge nothing: with llm_batch_size = 1 each batch is the
             # leader (the accumulated result) and one record, as in Heta.
             batch = sorted(
@@ -253,6 +272,19 @@ class ExactStage:
         self._group_done(round_number)
         learnt = {pair for pair in distinct if pair not in (known or set())}
         return _GroupResult(parts, learnt, decisions)
+
+    def _one_stored(self, leader: Unit, partners: list[Unit]) -> list[Unit]:
+        """``partners`` less any stored relation beyond the first one in the batch: a
+        batch never shows the LLM two stored relations it could merge."""
+        seen = holds_pinned(leader, self.pinned)
+        kept = []
+        for unit in partners:
+            if holds_pinned(unit, self.pinned):
+                if seen:
+                    continue
+                seen = True
+            kept.append(unit)
+        return kept
 
     def _group_done(self, round_number: int) -> None:
         """Progress counts a key's group once: later rounds re-form merged groups."""

@@ -22,11 +22,22 @@ def attributes_compatible(left: dict[str, str], right: dict[str, str]) -> bool:
     )
 
 
+def holds_pinned(unit: Unit, pinned: frozenset[int]) -> bool:
+    """Whether ``unit`` stands for a stored relation (one of its members is pinned)."""
+    return bool(pinned) and any(index in pinned for index in unit.members)
+
+
+def _any_pinned(units: Sequence[Unit], pinned: frozenset[int]) -> bool:
+    return any(holds_pinned(unit, pinned) for unit in units)
+
+
 def merge_identical(
-    units: Sequence[Unit], originals: Originals
+    units: Sequence[Unit], originals: Originals, pinned: frozenset[int] = frozenset()
 ) -> tuple[list[Unit], list[list[Unit]]]:
     """Merge units of one exact-key group whose descriptions are identical.
 
+    A bucket holds at most one unit with a ``pinned`` member (a stored relation: stored
+    relations were decided when they arrived and are never merged with each other).
     Returns the group's units afterwards (in order of first member) and the buckets that
     merged, for the decision log.
     """
@@ -35,9 +46,13 @@ def merge_identical(
     for unit in units:
         description = normalize_description(unit.relation.description)
         for bucket, key in zip(buckets, keys, strict=True):
-            if key == description and all(
-                attributes_compatible(unit.relation.attributes, other.relation.attributes)
-                for other in bucket
+            if (
+                key == description
+                and not (holds_pinned(unit, pinned) and _any_pinned(bucket, pinned))
+                and all(
+                    attributes_compatible(unit.relation.attributes, other.relation.attributes)
+                    for other in bucket
+                )
             ):
                 bucket.append(unit)
                 break

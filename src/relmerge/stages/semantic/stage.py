@@ -27,6 +27,7 @@ from relmerge.model import Decision, EntityContext, IssueResolution, IssueSubjec
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import exact_key
+from relmerge.stages.identical import holds_pinned
 from relmerge.stages.semantic.blocking import BlockKey, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import ReportSink
 from relmerge.stages.semantic.text import (
@@ -122,6 +123,7 @@ class SemanticStage:
         shared_names: frozenset[str] = frozenset(),
         on_texts: Callable[[int], None] = lambda n: None,
         on_embedded: Callable[[int], None] = lambda n: None,
+        pinned: frozenset[int] = frozenset(),
     ) -> None:
         """``known_distinct``: pairs of units (each a unit's ``members``, the input indices
         it stands for) that an earlier decision kept apart: a hard keep for the tiers and
@@ -132,8 +134,10 @@ class SemanticStage:
         (see ``relmerge.decide.scores``). Progress: ``on_block_done`` hears of blocks of
         two or more records settled (decided, or merged whole by the exact stage);
         ``on_texts`` how many distinct texts a chunk embeds, ``on_embedded`` how many
-        are done."""
+        are done. ``pinned``: input indices of stored relations (a merge into a store):
+        two units that both hold one are a hard keep, never decided again."""
         self.config = config
+        self.pinned = pinned
         self.llm = llm
         self.embedder = embedder
         self.originals = originals
@@ -232,11 +236,13 @@ class SemanticStage:
         """Everything the block needs to be decided (see ``decide.job``)."""
         local = [units[i] for i in members]
         known: frozenset[tuple[int, int]] = frozenset()
-        if self.known_distinct:  # usually empty: then the driver never walks the pairs
+        if self.known_distinct or self.pinned:  # usually neither: no walk over the pairs
+            stored = [holds_pinned(unit, self.pinned) for unit in local]
             known = frozenset(
                 (a, b)
                 for a, b in combinations(range(len(local)), 2)
-                if frozenset((local[a].members, local[b].members)) in self.known_distinct
+                if (stored[a] and stored[b])
+                or frozenset((local[a].members, local[b].members)) in self.known_distinct
             )
         first = local[0].relation
         entities = (
