@@ -38,7 +38,8 @@ def child(*args: str) -> subprocess.Popen[bytes]:
 def finish(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err.decode()[-3000:]
-    return orjson.loads(out.splitlines()[-1])
+    answer: dict[str, Any] = orjson.loads(out.splitlines()[-1])
+    return answer
 
 
 async def _state(url: str) -> tuple[list[Any], dict[str, str]]:
