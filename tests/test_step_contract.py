@@ -19,7 +19,8 @@ from relmerge.stores import MemoryStore
 from tests.factories import record, run_step, store_with
 
 # Rules decide less, so that the LLM path is exercised.
-LLM_ONLY: dict[str, Any] = {"auto_merge_cosine": None, "auto_keep_cosine": -1.0}
+# The requests are the subject here: no canary records in them (tests/run/test_canaries.py).
+LLM_ONLY: dict[str, Any] = {"auto_merge_cosine": None, "auto_keep_cosine": -1.0, "canaries": 0}
 
 
 def _ids(records: list[dict[str, Any]]) -> list[str]:

@@ -35,18 +35,26 @@ def _decisions(store: Any) -> list[dict[str, Any]]:
     return [json.loads(line) for line in store.objects[key].splitlines()]
 
 
+def _verdicts(store: Any) -> list[tuple[list[str], str]]:
+    return [(d["member_ids"], d["verdict"]) for d in _decisions(store)]
+
+
 @needs_dev
 async def test_a_model_that_answers_right_changes_no_output() -> None:
     off = await dev_engine_run(_judge(), LocalEngine(), DeduplicateRelationsConfig(canaries=0))
     on = await dev_engine_run(_judge(), LocalEngine(), DeduplicateRelationsConfig())
-    assert on[1].objects == off[1].objects  # relation files, decisions, clarifications
+    # Relation files and clarifications: the same bytes. Decisions: the same verdicts
+    # on the same members (a pair asked with canaries is a relation_cluster request).
+    keys = [k for k in off[1].objects if not k.endswith("decisions.jsonl")]
+    assert keys and all(on[1].objects[k] == off[1].objects[k] for k in keys)
+    assert _verdicts(on[1]) == _verdicts(off[1])
     assert on[0].relation_id_mapping == off[0].relation_id_mapping
     canaries, requests = on[0].result["canaries"], off[0].result["llm_requests"]
-    assert canaries["asked"] >= 1 and not canaries["distrusted"]
-    assert canaries["right"] == canaries["answered"]
-    # The canaries are the only extra requests, and at most their share.
-    assert on[0].result["llm_requests"] - canaries["asked"] == requests
-    assert canaries["asked"] <= 0.05 * requests
+    assert canaries["in_requests"] >= 10 and not canaries["distrusted"]
+    assert canaries["right"] == canaries["answered"] == canaries["asked"]
+    # Inside the real requests: tokens, not requests; asked alone at most their share.
+    assert on[0].result["llm_requests"] - canaries["extra_requests"] == requests
+    assert canaries["extra_requests"] <= 0.05 * requests
 
 
 @needs_dev
@@ -59,15 +67,16 @@ async def test_canaries_off_asks_none() -> None:
 
 
 @needs_dev
-@pytest.mark.parametrize("records_per_chunk", [5000, 60])
-async def test_a_model_at_chance_stops_merging(records_per_chunk: int) -> None:
-    config = DeduplicateRelationsConfig(canaries=0.5, records_per_chunk=records_per_chunk)
+@pytest.mark.parametrize(("records_per_chunk", "share"), [(5000, 0.05), (60, 0.05), (60, 0.5)])
+async def test_a_model_at_chance_stops_merging(records_per_chunk: int, share: float) -> None:
+    config = DeduplicateRelationsConfig(canaries=share, records_per_chunk=records_per_chunk)
     output, store = await dev_engine_run(_judge(0.5), LocalEngine(), config)
     canaries = output.result["canaries"]
     assert canaries["distrusted"] and canaries["answered"] >= 10
     assert canaries["right"] / canaries["answered"] < 0.8
     assert canaries["reworked_chunks"] >= 1
-    assert canaries["asked"] <= 0.5 * (output.result["llm_requests"] - canaries["asked"])
+    extra = canaries["extra_requests"]
+    assert extra <= share * (output.result["llm_requests"] - extra)
     # None of its merges is applied: every chunk that asked it was worked again without.
     assert not [d for d in _decisions(store) if d["tier"] == "llm"]
     assert output.result["llm_unavailable_group_count"] > 0
@@ -80,9 +89,7 @@ async def test_a_model_at_chance_stops_merging(records_per_chunk: int) -> None:
 def test_cli_at_chance_over_http_exits_3_with_the_reason(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with LLMServer(handler=gold_task_handler(_judge(0.5))) as server:
-        ran = CliRunner().invoke(
-            main, dev_run_args(out, server.base_url, 4, "--canaries", "0.5", "--no-cache")
-        )
+        ran = CliRunner().invoke(main, dev_run_args(out, server.base_url, 4, "--no-cache"))
     assert ran.exit_code == 3, ran.output
     assert "certain questions right" in ran.output
     result = json.loads((out / "deduplicate_relations_result.json").read_text())

@@ -281,7 +281,10 @@ async def run_through_server(
 
     ``queued`` replies answer the first requests, before ``handler`` does.
     """
-    config = DeduplicateRelationsConfig(semantic_merge=semantic, max_attempts=max_attempts)
+    # Questions are counted per request kind: no canary records (test_canaries covers them).
+    config = DeduplicateRelationsConfig(
+        semantic_merge=semantic, max_attempts=max_attempts, canaries=0
+    )
     store = MemoryStore()
     with LLMServer(handler=handler) as server:
         server.enqueue(*queued)

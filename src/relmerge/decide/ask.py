@@ -6,7 +6,7 @@ batch's requests among several asks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
@@ -22,7 +22,9 @@ async def ask_cluster(
     entities: tuple[EntityContext, EntityContext],
     config: DeduplicateRelationsConfig,
     attempts: Attempts | None = None,
+    canary: Mapping[int, int | None] | None = None,
 ) -> tuple[cluster_relations.ClusterOutcome, LLMResult]:
+    """``canary``: positions of canary records among ``records`` (see ``validate_answer``)."""
     return await ask_validated(
         llm,
         lambda feedback: cluster_relations.build_request(
@@ -32,7 +34,7 @@ async def ask_cluster(
             feedback=feedback,
             max_answer_tokens=config.max_answer_tokens,
         ),
-        lambda parsed: cluster_relations.validate_answer(parsed, records),
+        lambda parsed: cluster_relations.validate_answer(parsed, records, canary or {}),
         attempts if attempts is not None else Attempts(config.max_attempts),
     )
 

@@ -21,6 +21,7 @@ from typing import Any
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.ask import ask_cluster, ask_judge
 from relmerge.decide.canary import Canary, block_candidates
+from relmerge.decide.canary_mix import CertainPair, Mixed, certain_pairs, mix
 from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
@@ -80,6 +81,10 @@ class BlockResult:
     failure: GroupFailed | None = None
     questions: int = 0  # requests this block sent the LLM (retries included)
     canaries: list[Canary] = field(default_factory=list)  # certain pairs it offers
+    # How the model answered the canaries mixed into its requests (``canary_mix``), in
+    # the order asked (None: unsure); ``bare_questions``: requests that carried none.
+    canary_answers: list[bool | None] = field(default_factory=list)
+    bare_questions: int = 0
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class _Block:
     entities: tuple[EntityContext, EntityContext]
     scores: dict[tuple[int, int], dict[str, float]]
     symmetric: Sequence[bool]
+    certain: Sequence[CertainPair] = ()  # pairs to mix into its requests as canaries
 
 
 @dataclass
@@ -167,6 +173,7 @@ class _Answer:
     reason: str | None
     result: LLMResult
     prompt: str  # the prompt and its version that was answered
+    canaries: list[bool | None] = field(default_factory=list)  # the mixed canaries' answers
 
 
 class BlockDecider:
@@ -244,7 +251,10 @@ class BlockDecider:
             rounds.final.forbid(a, b)
         for a, b in joined:
             rounds.final.join(a, b)
-        block = _Block(units, entities, scores, symmetric)
+        certain: list[CertainPair] = []
+        if self.config.canaries > 0:
+            certain = certain_pairs(units, pairs, self.originals)
+        block = _Block(units, entities, scores, symmetric, certain)
         return await self._ask(block, rounds, result)
 
     async def _ask(self, block: _Block, rounds: _Rounds, result: BlockResult) -> BlockResult:
@@ -345,10 +355,12 @@ class BlockDecider:
         cluster: list[int],
         forward: tuple[str, str],
         symmetric: Sequence[bool],
+        left_out: frozenset[int] = frozenset(),
     ) -> tuple[dict[str, Any], bool]:
         """The cluster as the LLM sees it, and whether it sees every member's whole text:
-        a merged cluster shows the distinct descriptions of all its members."""
-        members = sorted(i for c in cluster for i in units[c].members)
+        a merged cluster shows the distinct descriptions of all its members (but those
+        ``left_out``: canary twins shown as records of their own)."""
+        members = sorted(i for c in cluster for i in units[c].members if i not in left_out)
         chars = self.config.prompt_description_chars
         record = directed_record(units[cluster_lead(cluster, symmetric)].relation, forward, chars)
         text = joined_description(self.originals[i].description for i in members)
@@ -372,7 +384,24 @@ class BlockDecider:
         units = block.units
         forward = (block.entities[0].entity_id, block.entities[1].entity_id)
         shown = [self._record(units, cluster, forward, block.symmetric) for cluster in batch]
-        answer = await self._answer([record for record, _ in shown], block.entities, attempts)
+        mixed = None
+        if self.config.canaries > 0:
+            seed = [[units[u].relation.relation_id for u in cluster] for cluster in batch]
+            chars = self.config.prompt_description_chars
+            mixed = mix(
+                batch,
+                block.certain,
+                lambda cluster, out: self._record(units, cluster, forward, block.symmetric, out)[0],
+                lambda member: directed_record(self.originals[member], forward, chars),
+                ("canary", seed),
+            )
+        try:
+            records = [record for record, _ in shown]
+            answer = await self._answer(records, block.entities, attempts, mixed)
+        finally:
+            if mixed is None or not mixed.checks:
+                result.bare_questions += attempts.used
+        result.canary_answers += answer.canaries
         for position, group in enumerate(answer.groups):
             members = [m for index in group for m in batch[index]]
             refused = final.join_all(members)
@@ -408,11 +437,15 @@ class BlockDecider:
         records: list[dict[str, Any]],
         entities: tuple[EntityContext, EntityContext],
         attempts: Attempts,
+        mixed: Mixed | None = None,
     ) -> _Answer:
         """The LLM's validated answer about ``records``: a pairwise verdict for two
         (``relation_judge``), a mapping table for more (``relation_cluster``); groups
-        and unsure groups as positions in ``records``."""
+        and unsure groups as positions in ``records``. With canaries (``mixed``) it is
+        always a mapping table, read among the real records (see ``canary_mix``)."""
         async with self._limit:
+            if mixed is not None and mixed.checks:
+                return await self._answer_mixed(mixed, len(records), entities, attempts)
             if len(records) == 2:
                 verdict, result = await ask_judge(
                     self.llm, records[:1], records[1], entities, self.config, attempts
@@ -434,6 +467,28 @@ class BlockDecider:
                 result,
                 cluster_relations.PROMPT,
             )
+
+    async def _answer_mixed(
+        self,
+        mixed: Mixed,
+        real: int,
+        entities: tuple[EntityContext, EntityContext],
+        attempts: Attempts,
+    ) -> _Answer:
+        """A mapping table about ``mixed``: groups as batch positions, canaries answered.
+        A pair asked this way writes no fields, as its pairwise question would not."""
+        outcome, result = await ask_cluster(
+            self.llm, mixed.records, entities, self.config, attempts, mixed.canary
+        )
+        return _Answer(
+            mixed.real(outcome.groups),
+            mixed.real(outcome.unsure),
+            outcome.fields if real > 2 else {},
+            None,
+            result,
+            cluster_relations.PROMPT,
+            mixed.answers(outcome),
+        )
 
     def _unsure(
         self,

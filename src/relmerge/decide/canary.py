@@ -55,10 +55,13 @@ def seed_of(*parts: object) -> int:
     return int.from_bytes(hashlib.sha256(data).digest()[:8], "big")
 
 
-def _certain(units: Sequence[Unit], pair: PairDecision) -> Expected | None:
-    """The answer hard evidence gives about ``pair``, or None when the rules only judged."""
+def certain(units: Sequence[Unit], pair: PairDecision) -> Expected | None:
+    """The answer hard evidence gives about ``pair``, or None when the rules only judged
+    (or a person, or an earlier split, said otherwise)."""
     if pair.verdict == "keep" and pair.hard and pair.tier == "direction":
         return "keep_both"  # a known-directed relation against its reversed twin
+    if pair.verdict == "keep":
+        return None
     a, b = units[pair.a].relation, units[pair.b].relation
     same_way = (a.source_entity_id, a.target_entity_id) == (b.source_entity_id, b.target_entity_id)
     text = normalize_description(a.description)
@@ -77,7 +80,7 @@ def block_candidates(
     block's questions show it), chosen by a seed of the block's content."""
     chosen: dict[str, tuple[int, Canary]] = {}
     for pair in pairs:
-        expected = _certain(units, pair)
+        expected = certain(units, pair)
         if expected is None:
             continue
         first, second = record(pair.a), record(pair.b)

@@ -72,8 +72,27 @@ class GoldJudge:
         key = "|".join([task, str(self.seed), *sorted(str(r.get("relation_id")) for r in records)])
         return random.Random(int(hashlib.sha256(key.encode()).hexdigest()[:16], 16))
 
-    def _groups(self, records: list[dict[str, Any]], rng: random.Random) -> list[list[int]]:
+    def _labels(self, records: list[dict[str, Any]]) -> list[str]:
+        """Gold clusters of ``records``; a record gold does not know that repeats another
+        record of the request word for word (a canary copy) is of that one's cluster."""
         labels = [self._cluster(r) for r in records]
+        content = [
+            orjson.dumps(
+                {k: v for k, v in r.items() if k != "relation_id"}, option=orjson.OPT_SORT_KEYS
+            )
+            for r in records
+        ]
+        for i, label in enumerate(labels):
+            if label.startswith("unknown:"):
+                twin = next(
+                    (j for j in range(len(records)) if j != i and content[j] == content[i]), None
+                )
+                if twin is not None and not labels[twin].startswith("unknown:"):
+                    labels[i] = labels[twin]
+        return labels
+
+    def _groups(self, records: list[dict[str, Any]], rng: random.Random) -> list[list[int]]:
+        labels = self._labels(records)
         p = self.error_rate
         if p > 0:
             for i in range(len(labels)):

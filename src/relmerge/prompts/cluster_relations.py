@@ -9,7 +9,7 @@ invalid.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from relmerge.prompts.base import (
 from relmerge.prompts.context import RULES, entity_block
 from relmerge.providers.base import LLMRequest, Message
 
+_NONE: Mapping[int, int | None] = {}
 TASK = "relation_cluster"
 VERSION = 2
 PROMPT = f"{TASK}@{VERSION}"  # in the cache key and the decision log
@@ -88,6 +89,10 @@ class ClusterOutcome:
     groups: list[list[int]] = field(default_factory=list)
     fields: dict[int, dict[str, Any]] = field(default_factory=dict)  # group index -> fields
     unsure: list[list[int]] = field(default_factory=list)
+    # With canary records in the request: the model's groups and unsure groups with them
+    # (how it answered the canaries); ``groups`` and ``unsure`` never hold them.
+    together: list[list[int]] = field(default_factory=list)
+    doubted: list[list[int]] = field(default_factory=list)
 
 
 def build_request(
@@ -184,16 +189,25 @@ def _components(groups: list[list[int]], size: int) -> list[list[int]]:
     return sorted((sorted(set(g)) for g in joined.values() if len(set(g)) > 1), key=min)
 
 
-def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOutcome:
+def validate_answer(
+    parsed: Any, records: Sequence[dict[str, Any]], canary: Mapping[int, int | None] = _NONE
+) -> ClusterOutcome:
     """Read an answer tolerantly, never beyond its request: groups that share a record
     are joined; a record a group and an ``unsure`` group both hold is unsure (not
-    merged); any id, pair or endpoint not in the request is invalid."""
+    merged); any id, pair or endpoint not in the request is invalid.
+
+    ``canary``: positions of canary records (``relmerge.decide.canary_mix``), each with
+    the real record it repeats word for word, if any. They join no group of real records
+    (a canary cannot bridge two of them), a group the model mixed another one into
+    writes no fields (its text is not the group's), and how the model grouped them is in
+    ``together`` and ``doubted``."""
     if not isinstance(parsed, dict):
         raise InvalidAnswerError("the answer is not a JSON object")
     table = parsed.get("mapping_table")
     if not isinstance(table, dict):
         raise InvalidAnswerError('the answer needs a "mapping_table" object')
     resolver = _Resolver(records)
+    size = len(records)
     listed: list[list[int]] = []
     keys: list[str] = []
     for key, members in table.items():
@@ -215,18 +229,47 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
         members = sorted({i for ref in group for i in resolver.resolve(ref, f"unsure[{position}]")})
         if len(members) > 1:
             unsure.append(members)
-    outcome = ClusterOutcome(unsure=_components(unsure, len(records)))
-    for component in _components(listed, len(records)):
+    together = _components(listed, size) if canary else []
+    real_unsure = [[i for i in group if i not in canary] for group in unsure]
+    outcome = ClusterOutcome(
+        unsure=_components(real_unsure, size),
+        together=together,
+        doubted=_components(unsure, size) if canary else [],
+    )
+    real_listed = [[i for i in group if i not in canary] for group in listed]
+    for component in _components(real_listed, size):
         # Two records the model both merged and called unsure: unsure wins for them.
-        doubted = {i for group in unsure if len(set(group) & set(component)) > 1 for i in group}
+        doubted = {
+            i for group in real_unsure if len(set(group) & set(component)) > 1 for i in group
+        }
         kept = [i for i in component if i not in doubted]
         if len(kept) > 1:
             outcome.groups.append(kept)
+    _read_fields(parsed, resolver, outcome, keys, real_listed, canary)
+    return outcome
+
+
+def _read_fields(
+    parsed: dict[str, Any],
+    resolver: _Resolver,
+    outcome: ClusterOutcome,
+    keys: list[str],
+    real_listed: list[list[int]],
+    canary: Mapping[int, int | None],
+) -> None:
+    """The fields the model wrote for each merged group, into ``outcome.fields``: none
+    for a group it mixed a canary into that repeats none of its records."""
+    mixed = {
+        i
+        for group in outcome.together
+        if any(c in group and canary[c] not in group for c in canary)
+        for i in group
+    }
     key_to_group = {
         key: position
-        for key, group in zip(keys, listed, strict=True)
+        for key, group in zip(keys, real_listed, strict=True)
         for position, merged in enumerate(outcome.groups)
-        if set(group) & set(merged)
+        if set(group) & set(merged) and not set(merged) & mixed
     }
     entries = parsed.get("relation_list") or []
     if not isinstance(entries, list):
@@ -236,8 +279,9 @@ def validate_answer(parsed: Any, records: Sequence[dict[str, Any]]) -> ClusterOu
         fields = _entry_fields(entry, resolver, where)
         ref = entry.get("relation_id") or f"{entry.get('Node1')}||{entry.get('Node2')}"
         referenced = set(resolver.resolve(ref, where))
+        if referenced <= canary.keys():
+            continue  # about a canary record: its fields are nobody's
         for key, group_index in key_to_group.items():
             if key == ref or referenced & set(outcome.groups[group_index]):
                 refuse_truncated(fields["description"], where)
                 outcome.fields.setdefault(group_index, fields)
-    return outcome

@@ -1,12 +1,15 @@
-"""The run's canaries: asked in the driver, chunk by chunk in plan order, counted once.
+"""The run's canaries: counted in the driver, chunk by chunk in plan order, once.
 
-Where: a chunk (on any engine) offers the certain pairs of its blocks and says how many
-requests its blocks sent (``ChunkResult.canaries``, ``llm_questions``); the driver, as each
-result lands in plan order, earns ``canaries`` × those requests of credit and asks that
-many canaries (whole ones; the rest carries over) through the run's own model stack —
-so the cost is bounded (at most ``canaries`` × the run's requests, plus nothing), the
-tally lives in one place, and the choice is the same on every engine. Answers are cached
-like any other.
+Where: most canaries ride inside the blocks' own requests (``relmerge.decide.canary_mix``:
+certain pairs of the block mixed into its ``relation_cluster`` requests, tokens not
+requests); a chunk (on any engine) reports how the model answered them in block order
+(``ChunkResult.canary_answers``), and the driver tallies them as each result lands in plan
+order. Requests that carried none (their blocks had no certain pair) earn ``canaries`` ×
+their count of credit (``bare_questions``), spent on asking the chunk's other certain
+pairs as questions of their own (``ChunkResult.canaries``; whole ones, the rest carries
+over) through the run's own model stack — so the extra requests are bounded (at most
+``canaries`` × the run's requests), the tally lives in one place, and the choice is the
+same on every engine. Answers are cached like any other.
 
 When: the verdict is rolling, in plan order. While fewer than ``canary_min`` canaries
 were answered the model is not judged yet, and chunks whose blocks asked it anything are
@@ -50,6 +53,8 @@ class CanaryDesk:
         self.tally = CanaryTally.of(config)
         self.credit = 0.0
         self.questions = 0
+        self.mixed = 0  # canaries answered inside real requests
+        self.extra = 0  # canaries asked as requests of their own
         self.reworked = 0
         self.reason: str | None = None
         self._held: list[ChunkResult] = []
@@ -59,13 +64,18 @@ class CanaryDesk:
         return self.config.canaries > 0 and self.model.available
 
     async def ask(self, done: ChunkResult) -> None:
-        """The canaries ``done`` earned, asked and tallied (in the chunk's seeded order)."""
+        """The canaries ``done`` answered in its requests, tallied; then those its bare
+        requests earned, asked and tallied (in the chunk's seeded order)."""
         self.questions += done.llm_questions
         if not self.on or self.tally.distrusted:
             return
-        self.credit += self.config.canaries * done.llm_questions
+        for right in done.canary_answers:
+            self.tally.add(right)
+        self.mixed += len(done.canary_answers)
+        self.credit += self.config.canaries * done.bare_questions
         chosen = pick(done.canaries, int(self.credit + 1e-9), ("run", done.number))
         self.credit -= len(chosen)
+        self.extra += len(chosen)
         answers = await asyncio.gather(*(ask_canary(self.model, c, self.config) for c in chosen))
         for right in answers:
             self.tally.add(right)

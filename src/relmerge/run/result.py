@@ -64,6 +64,8 @@ class Canaries:
     distrusted: bool = False
     reason: str | None = None
     reworked_chunks: int = 0
+    in_requests: int = 0  # of ``asked``: mixed into the blocks' own requests
+    extra_requests: int = 0  # of ``asked``: asked as requests of their own
 
 
 def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
@@ -84,6 +86,8 @@ def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
         desk.reason is not None,
         desk.reason,
         desk.reworked,
+        desk.mixed,
+        desk.extra,
     )
 
 

@@ -199,6 +199,10 @@ class ChunkResult:
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
     llm_questions: int = 0  # requests its blocks sent the LLM (canaries are earned by them)
     canaries: list[Canary] = field(default_factory=list)  # certain pairs, for the driver
+    # The canaries mixed into its blocks' requests, answered in block order (None:
+    # unsure), and the requests that carried none (they earn asked canaries).
+    canary_answers: list[bool | None] = field(default_factory=list)
+    bare_questions: int = 0
 
 
 async def work_chunk(
@@ -316,6 +320,8 @@ async def _semantic_stage(
         result.semantic_decisions = [d.model_dump(mode="json") for d in semantic.decisions]
         result.clarifications = semantic.clarifications
         result.llm_questions = semantic.llm_questions
+        result.canary_answers = semantic.canary_answers
+        result.bare_questions = semantic.bare_questions
         result.canaries = pick(semantic.canaries, PER_CHUNK, ("chunk", task.indices[:1]))
     result.report = report
     return semantic.units

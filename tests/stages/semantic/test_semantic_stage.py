@@ -13,9 +13,11 @@ from relmerge.providers.fake import Answer, ScriptedLLM, request_records
 from tests.factories import record, run_step, step_log
 
 # Rules decide less, so that the LLM path is exercised.
+# The requests are the subject here: no canary records in them (tests/run/test_canaries.py).
 LLM_ONLY: dict[str, Any] = {
     "auto_merge_cosine": None,
     "auto_keep_cosine": -1.0,
+    "canaries": 0,
 }
 
 
@@ -218,7 +220,9 @@ async def test_a_block_whose_first_request_fails_is_decided_by_the_second() -> N
         {"verdict": "merge", "reason": "same role"},
     ]
     llm = ScriptedLLM(answers)
-    output, _, _ = await run_step(records, llm, embedder=HashEmbedder(), auto_keep_cosine=-1.0)
+    output, _, _ = await run_step(
+        records, llm, embedder=HashEmbedder(), auto_keep_cosine=-1.0, canaries=0
+    )
     assert output.relation_id_mapping["f1"] == output.relation_id_mapping["f3"]
     assert output.result["failed_group_count"] == 0 and output.result["issues"] == []
     assert len(llm.requests) == 3  # the re-ask in another order is the last attempt

@@ -62,6 +62,8 @@ class SemanticOutcome:
     tier_counts: dict[str, int] = field(default_factory=dict)
     llm_questions: int = 0  # requests the blocks sent the LLM
     canaries: list[Canary] = field(default_factory=list)  # certain pairs the blocks offer
+    canary_answers: list[bool | None] = field(default_factory=list)  # mixed in, in order
+    bare_questions: int = 0  # requests that carried no canary
 
 
 @dataclass
@@ -277,6 +279,8 @@ class SemanticStage:
         outcome.llm_needed_without_names += result.llm_needed_without_names
         outcome.llm_questions += result.questions
         outcome.canaries.extend(result.canaries)
+        outcome.canary_answers.extend(result.canary_answers)
+        outcome.bare_questions += result.bare_questions
         if result.failure is not None:
             outcome.failed_block_count += 1
             first = local[0].relation

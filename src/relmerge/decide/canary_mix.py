@@ -1,0 +1,222 @@
+"""Canaries inside a real request: certain pairs of the block mixed into its records.
+
+A ``relation_cluster`` request about a batch of clusters also carries, where the block
+has them, one certain pair of each answer (``relmerge.decide.canary``): a known-directed
+relation and its reversed twin (must stay apart), two relations of one direction with the
+same description (must map together). They cost tokens, not requests. A pair whose two
+units the batch already shows in two of its clusters is read as it stands; a unit the
+batch does not show is added as a record of its own; a twin inside a batch cluster is
+shown beside it (the cluster shown without it). Added records go at seeded positions
+after the record they are checked against, so a model that lists a group under its first
+record names a real one; nothing else marks them.
+
+Reading: the real answer is read among real records only (``validate_answer``'s
+``canary``: an added record bridges nothing and lends no fields); a canary is right when
+the model grouped its two records as the evidence says, unanswered when it called them
+unsure. The rules' decisions stand whatever the model said about a canary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from relmerge.decide.canary import Expected, certain, seed_of
+from relmerge.decide.tiers import PairDecision
+from relmerge.normalize import normalize_description
+from relmerge.prompts.cluster_relations import ClusterOutcome
+from relmerge.units import Originals, Unit
+
+Show = Callable[[list[int], frozenset[int]], dict[str, Any]]  # units, members left out
+ShowMember = Callable[[int], dict[str, Any]]  # one original relation alone
+
+
+@dataclass(frozen=True)
+class CertainPair:
+    """Two units of a block (local indices) and the answer hard evidence gives; or, with
+    ``member``, a twin: that original relation of unit ``a`` (``b == a``) against the rest
+    of the unit, the same sentence between the same two entities one way."""
+
+    a: int
+    b: int
+    expected: Expected
+    member: int | None = None
+
+
+def _twins(units: Sequence[Unit], originals: Originals) -> list[CertainPair]:
+    """Per unit, one member whose description (20+ characters) and direction another
+    member shares: shown apart from its unit, the model must map them together."""
+    out: list[CertainPair] = []
+    for index, unit in enumerate(units):
+        seen: dict[tuple[str, str, str], int] = {}
+        for member in unit.members:
+            relation = originals[member]
+            text = normalize_description(relation.description)
+            key = (relation.source_entity_id, relation.target_entity_id, text)
+            if len(text) >= 20 and key in seen:
+                out.append(CertainPair(index, index, "merge", member))
+                break
+            seen.setdefault(key, member)
+    return out
+
+
+def certain_pairs(
+    units: Sequence[Unit],
+    pairs: Sequence[PairDecision],
+    originals: Originals,
+) -> list[CertainPair]:
+    """The block's pairs whose answer is certain without a model."""
+    found = ((p, certain(units, p)) for p in pairs)
+    out = [CertainPair(p.a, p.b, expected) for p, expected in found if expected is not None]
+    return out + _twins(units, originals)
+
+
+COPY = -2  # an added record that copies a batch record under another id
+Slot = tuple[str, int]  # ("real", batch cluster) or ("added", number)
+Added = tuple[int, int | None, int | None]  # unit (or -1: a member alone), member, anchor
+
+
+@dataclass
+class Mixed:
+    """A request's records with its canaries: ``cluster_at[position]`` is the batch
+    cluster a real record stands for (None: an added canary record); ``checks`` are
+    position pairs with their expected answer."""
+
+    records: list[dict[str, Any]]
+    cluster_at: list[int | None]
+    checks: list[tuple[int, int, Expected]] = field(default_factory=list)
+    repeats: dict[int, int] = field(default_factory=dict)  # added position -> real one
+
+    @property
+    def canary(self) -> dict[int, int | None]:
+        """Added positions, with the real record each repeats word for word (if any)."""
+        return {i: self.repeats.get(i) for i, c in enumerate(self.cluster_at) if c is None}
+
+    def answers(self, outcome: ClusterOutcome) -> list[bool | None]:
+        """Per check: whether the model answered it right (None: it was unsure)."""
+        out: list[bool | None] = []
+        for x, y, expected in self.checks:
+            if any(x in group and y in group for group in outcome.doubted):
+                out.append(None)
+                continue
+            merged = any(x in group and y in group for group in outcome.together)
+            out.append(merged == (expected == "merge"))
+        return out
+
+    def real(self, groups: list[list[int]]) -> list[list[int]]:
+        """Groups of positions as groups of batch cluster indices (real records only)."""
+        return [[c for c in (self.cluster_at[i] for i in g) if c is not None] for g in groups]
+
+
+def _choose(certain: Sequence[CertainPair], seed: object) -> list[CertainPair]:
+    """One pair of each answer, in a seeded order."""
+    chosen: dict[str, CertainPair] = {}
+    for pair in sorted(certain, key=lambda p: seed_of(seed, p.a, p.b, p.member)):
+        chosen.setdefault(pair.expected, pair)
+    return list(chosen.values())
+
+
+class _Plan:
+    """Where each chosen canary's records go (see the module)."""
+
+    def __init__(self, batch: Sequence[Sequence[int]]) -> None:
+        self.where = {unit: index for index, cluster in enumerate(batch) for unit in cluster}
+        self.left_out: dict[int, set[int]] = {}  # batch cluster -> members shown apart
+        self.added: list[Added] = []
+        self.checks: list[tuple[Slot, Slot, Expected]] = []
+        self.used: set[int] = set()
+
+    def add(self, unit: int, member: int | None, anchor: int | None) -> Slot:
+        self.added.append((unit, member, anchor))
+        return ("added", len(self.added) - 1)
+
+    def place(self, pair: CertainPair) -> None:
+        if {pair.a, pair.b} & self.used:
+            return
+        self.used |= {pair.a, pair.b}
+        at_a, at_b = self.where.get(pair.a), self.where.get(pair.b)
+        if pair.member is not None:
+            if at_a is not None:  # the twin shown beside its own cluster
+                self.left_out.setdefault(at_a, set()).add(pair.member)
+                first: Slot = ("real", at_a)
+            else:
+                first = self.add(pair.a, pair.member, None)
+            second = self.add(-1, pair.member, at_a)
+        elif at_a is not None and at_b is not None:
+            first, second = ("real", at_a), ("real", at_b)
+        elif at_a is not None or at_b is not None:
+            inside, outside = (pair.a, pair.b) if at_a is not None else (pair.b, pair.a)
+            first, second = (
+                ("real", self.where[inside]),
+                self.add(outside, None, self.where[inside]),
+            )
+        else:
+            first, second = self.add(pair.a, None, None), self.add(pair.b, None, None)
+        self.checks.append((first, second, pair.expected))
+
+
+def _other_id(real: str, taken: set[str], seed: object) -> str:
+    """An id shaped like ``real`` (its digits redrawn, seeded) that no record holds."""
+    for attempt in range(100):
+        rank = seed_of(seed, "id", real, attempt)
+        digits = iter(str(rank).zfill(20) * (len(real) // 20 + 1))
+        made = "".join(next(digits) if ch.isdigit() else ch for ch in real)
+        if not any(ch.isdigit() for ch in real):
+            made = f"{real}_{rank % 1000}"
+        if made not in taken:
+            taken.add(made)
+            return made
+    raise ValueError(f"no free id like {real!r}")  # pragma: no cover - 100 seeded draws
+
+
+def mix(
+    batch: Sequence[Sequence[int]],
+    certain: Sequence[CertainPair],
+    show: Show,
+    show_member: ShowMember,
+    seed: object,
+) -> Mixed:
+    """The records of ``batch`` (as ``show`` shows clusters) with canaries mixed in."""
+    plan = _Plan(batch)
+    for pair in _choose(certain, seed):
+        plan.place(pair)
+    shown = {
+        index: show(list(batch[index]), frozenset(plan.left_out.get(index, ())))
+        for index in range(len(batch))
+    }
+    if not any(expected == "merge" for _, _, expected in plan.checks):
+        single = [i for i in range(len(batch)) if "merged_from" not in shown[i]]
+        if single:
+            copied = min(single, key=lambda i: seed_of(seed, "copy", i))
+            plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge"))
+    order: list[Slot] = [("real", index) for index in range(len(batch))]
+    for number, (_, _, anchor) in enumerate(plan.added):
+        after = 0 if anchor is None else order.index(("real", anchor)) + 1
+        span = len(order) - after + 1
+        order.insert(after + seed_of(seed, "at", number) % span, ("added", number))
+    records: list[dict[str, Any]] = []
+    cluster_at: list[int | None] = []
+    ids = {str(record["relation_id"]) for record in shown.values()}
+    for kind, index in order:
+        if kind == "real":
+            records.append(shown[index])
+            cluster_at.append(index)
+            continue
+        unit, member, _ = plan.added[index]
+        if unit == COPY and member is not None:
+            copy = shown[member]
+            records.append({**copy, "relation_id": _other_id(str(copy["relation_id"]), ids, seed)})
+        elif unit < 0 and member is not None:
+            records.append(show_member(member))
+        else:
+            records.append(show([unit], frozenset(() if member is None else (member,))))
+        cluster_at.append(None)
+    position = {slot: i for i, slot in enumerate(order)}
+    checks = [(position[x], position[y], expected) for x, y, expected in plan.checks]
+    repeats = {
+        position[("added", number)]: position[("real", anchor)]
+        for number, (unit, member, anchor) in enumerate(plan.added)
+        if unit in (COPY, -1) and anchor is not None
+    }
+    return Mixed(records, cluster_at, checks, repeats)

@@ -1,0 +1,59 @@
+"""Canaries inside real requests: where they go, how they are read, what they cannot do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relmerge.decide.canary_mix import CertainPair, mix
+from relmerge.prompts.cluster_relations import validate_answer
+
+
+def _record(rid: str, description: str = "A fact about the two of them.") -> dict[str, Any]:
+    return {
+        "relation_id": rid,
+        "source_entity_name": "A",
+        "target_entity_name": "B",
+        "description": description,
+    }
+
+
+def _show(cluster: list[int], left_out: frozenset[int]) -> dict[str, Any]:
+    return _record(f"rel_{cluster[0]:03d}")
+
+
+def test_a_canary_record_bridges_no_two_real_records() -> None:
+    records = [_record("r1"), _record("c9"), _record("r2")]
+    answer = {"mapping_table": {"r1": ["c9"], "c9": ["r2"]}}
+    outcome = validate_answer(answer, records, {1: None})
+    assert outcome.groups == []  # r1 and r2 were never grouped with each other
+    assert outcome.together == [[0, 1, 2]]  # but the canary's answer is read
+
+
+def test_a_group_the_model_mixed_a_foreign_canary_into_writes_no_fields() -> None:
+    records = [_record("r1"), _record("c9"), _record("r2")]
+    entry = {"relation_id": "r1", "Node1": "A", "Node2": "B", "Relation": "x", "Type": "t"}
+    answer = {
+        "mapping_table": {"r1": ["r2", "c9"]},
+        "relation_list": [{**entry, "Description": "text of c9 leaked"}],
+    }
+    assert validate_answer(answer, records, {1: None}).fields == {}
+    # A copy of r1 in the group is the group's own text: its fields stand.
+    assert validate_answer(answer, records, {1: 0}).fields[0]["description"] == (
+        "text of c9 leaked"
+    )
+
+
+def test_mix_adds_a_copy_after_its_record_and_reads_the_answers() -> None:
+    batch = [[0], [1]]
+    keep = CertainPair(1, 2, "keep_both")  # unit 2 is outside the batch: added alone
+    mixed = mix(batch, [keep], _show, lambda m: _record(f"m{m}"), "seed")
+    assert mixed.cluster_at.count(None) == 2  # the reversed twin and a copy
+    ids = [r["relation_id"] for r in mixed.records]
+    assert len(set(ids)) == len(ids)  # the copy has an id of its own, shaped alike
+    (copy,) = [i for i in mixed.repeats]
+    assert mixed.repeats[copy] < copy  # after the record it repeats
+    assert mix(batch, [keep], _show, lambda m: _record(f"m{m}"), "seed") == mixed  # seeded
+    table: dict[str, list[str]] = {ids[mixed.repeats[copy]]: [ids[copy]]}
+    outcome = validate_answer({"mapping_table": table}, mixed.records, mixed.canary)
+    assert sorted(mixed.answers(outcome), key=str) == [True, True]
+    assert mixed.real(outcome.groups) == []  # real answer: nothing merged
