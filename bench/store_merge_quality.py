@@ -49,9 +49,13 @@ def dev_set(dev: Path) -> Labelled:
 
 def split(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Batches by document, round-robin in order of first appearance; by source chunk
-    when the set has fewer documents than batches (a graph of one book)."""
-    documents = {str(r.get("document_id") or "") for r in records}
-    field = "document_id" if len(documents) >= BATCHES else "chunk_id"
+    when the set has fewer documents than batches (a graph of one book); by record when
+    it has fewer chunks too."""
+    field = "relation_id"
+    for name in ("document_id", "chunk_id"):
+        if len({str(r.get(name) or "") for r in records}) >= BATCHES:
+            field = name
+            break
     order: dict[str, int] = {}
     for record in records:
         order.setdefault(str(record.get(field) or ""), len(order))
@@ -168,16 +172,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--real", action="store_true", help="Also the labelled real graphs.")
+    parser.add_argument("--real-only", action="store_true", help="Only the real graphs.")
     args = parser.parse_args()
-    sets = [dev_set(args.dev)] + ([load_real(s) for s in SOURCES] if args.real else [])
+    real = [load_real(s) for s in SOURCES] if args.real or args.real_only else []
+    sets = ([] if args.real_only else [dev_set(args.dev)]) + real
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for data in sets:
             for gold_llm, how in ((True, "gold judge"), (False, "rules only")):
                 label = f"{data.name}, {how}"
-                rows[label] = measure(
-                    data, Path(tmp) / label.replace(" ", "_").replace(",", ""), gold_llm
-                )
+                folder = Path(tmp) / label.replace(" ", "_").replace(",", "")
+                rows[label] = measure(data, folder, gold_llm)
+                print(label, json.dumps(rows[label]), flush=True)  # kept if a later set fails
     print(
         f"{'set':<44}{'how':<11}{'pair P':>8}{'pair R':>8}{'pair F1':>8}{'hard-neg':>9}"
         f"{'wrong':>7}{'requests':>9}"
