@@ -77,3 +77,30 @@ def test_reconcile_of_an_unreachable_store_is_exit_2(tmp_path: Path) -> None:
     done = relmerge("reconcile", f"sqlite:///{tmp_path / 'none.db'}", "-o", tmp_path / "out")
     assert done.returncode == 2 and "relmerge store init" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_review_answers_apply_when_the_same_reconcile_runs_again(
+    store_url: str, tmp_path: Path
+) -> None:
+    from relmerge.data import sample_dir
+    from relmerge.review.queue import ReviewQueue
+
+    sample = sample_dir()
+    assert relmerge("store", "init", store_url).returncode == 0
+    loaded = relmerge("store", "load", store_url, sample / "relations.jsonl")
+    assert loaded.returncode == 0, loaded.stderr
+    out = tmp_path / "out"
+    command = ("reconcile", store_url, "-o", out, "--embedding", "hash")
+    first = relmerge(*command)
+    assert first.returncode == 0 and "relmerge review" in first.stdout, first.stderr
+    proposed = orjson.loads((out / "reconcile_mapping.json").read_bytes())
+    queue = ReviewQueue(out)
+    question = next(
+        q
+        for q in queue.pending()
+        if len({proposed.get(m, m) for m in q["member_ids"]}) == len(q["member_ids"])
+    )
+    queue.answer(question["id"], "merge")  # answers.jsonl, as `relmerge review` writes it
+    assert relmerge(*command).returncode == 0
+    again = orjson.loads((out / "reconcile_mapping.json").read_bytes())
+    assert len({again.get(m, m) for m in question["member_ids"]}) == 1
