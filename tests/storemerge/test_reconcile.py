@@ -104,3 +104,12 @@ def test_review_answers_apply_when_the_same_reconcile_runs_again(
     assert relmerge(*command).returncode == 0
     again = orjson.loads((out / "reconcile_mapping.json").read_bytes())
     assert len({again.get(m, m) for m in question["member_ids"]}) == 1
+
+
+def test_reconcile_dry_run_counts_and_writes_nothing(store_url: str, tmp_path: Path) -> None:
+    before = asyncio.run(_load(store_url))
+    done = relmerge("reconcile", store_url, "-o", tmp_path / "out", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "blocks to decide: 1" in done.stdout and "pairs: 3" in done.stdout
+    assert not (tmp_path / "out").exists()
+    assert asyncio.run(_dump(store_url)) == before

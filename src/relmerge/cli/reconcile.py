@@ -49,7 +49,11 @@ RESULT_FILE = "reconcile_result.json"
 @click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write OUT's answer cache.")
 @click.option("--no-preflight", is_flag=True, help="Skip the endpoints' check.")
+@click.option(
+    "--dry-run", is_flag=True, help="Count the blocks and pairs to decide; ask and write nothing."
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary.")
+# long: click passes each option as a parameter; the body resolves them and hands over.
 def reconcile_command(
     url: str,
     out: Path,
@@ -57,6 +61,7 @@ def reconcile_command(
     concurrency: int | None,
     no_cache: bool,
     no_preflight: bool,
+    dry_run: bool,
     quiet: bool,
     **options: Any,
 ) -> None:
@@ -69,6 +74,14 @@ def reconcile_command(
     config, settings, embedding_settings = resolve_options(
         options, {"semantic_merge": semantic, "concurrency": concurrency, "strict": None}
     )
+    if dry_run:
+        planned = run_interruptible(_plan(url))
+        click.echo(
+            f"reconcile --dry-run {planned.pop('store_url')}: nothing asked, nothing written"
+        )
+        for name, value in planned.items():
+            click.echo(f"  {name.replace('_', ' ')}: {value}")
+        return
     cache = None if no_cache else RunCache(out / CACHE_FILE)
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
@@ -88,6 +101,17 @@ def reconcile_command(
             click.echo(f"  {name.replace('_', ' ')}: {value}")
         if output.clarifications:
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+
+
+async def _plan(url: str) -> dict[str, Any]:
+    async with open_graph_store(url) as store:
+        await store.info(last=0)
+        return {"store_url": store.url, **await Reconcile(store, semantic_merge_off()).plan()}
+
+
+def semantic_merge_off() -> DeduplicateRelationsConfig:
+    """A configuration that needs no embedder (a plan only reads)."""
+    return DeduplicateRelationsConfig(semantic_merge=False)
 
 
 async def _reconcile(

@@ -83,9 +83,9 @@ class Reconcile:
 
             raise ConfigError(NO_EMBEDDER)
 
-    async def propose(self) -> ReconcileOutput:
-        """Read the store's blocks, decide them, and propose; the store is not changed."""
-        started = time.perf_counter()
+    async def _blocks(self) -> tuple[list[list[ExtractedRelation]], Counter[str], int]:
+        """The store's blocks of two or more relations (store order), its names' counts
+        and its relation count."""
         blocks: dict[Pair, list[ExtractedRelation]] = defaultdict(list)
         names: Counter[str] = Counter()
         total = 0
@@ -94,7 +94,23 @@ class Reconcile:
             names[normalize_key_text(relation.name)] += 1
             if relation.source_entity_id != relation.target_entity_id:
                 blocks[relation_pair(relation)].append(relation)
-        multi = [members for members in blocks.values() if len(members) > 1]
+        return [members for members in blocks.values() if len(members) > 1], names, total
+
+    async def plan(self) -> dict[str, int]:
+        """What a proposal would decide (``--dry-run``): nothing asked, nothing written."""
+        multi, _, total = await self._blocks()
+        return {
+            "stored_relations": total,
+            "blocks_to_decide": len(multi),
+            "relations_in_blocks": sum(len(m) for m in multi),
+            "pairs": sum(len(m) * (len(m) - 1) // 2 for m in multi),
+            "largest_block": max((len(m) for m in multi), default=0),
+        }
+
+    async def propose(self) -> ReconcileOutput:
+        """Read the store's blocks, decide them, and propose; the store is not changed."""
+        started = time.perf_counter()
+        multi, names, total = await self._blocks()
         ends = sorted(
             {e for m in multi for r in m for e in (r.source_entity_id, r.target_entity_id)}
         )
