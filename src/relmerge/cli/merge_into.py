@@ -1,5 +1,5 @@
 """``relmerge merge-into URL INPUT --output OUT``: deduplicate a batch against a relation
-store, and ``relmerge reconcile URL``: re-decide a store's pairs (DESIGN §8).
+store (DESIGN §8; ``relmerge reconcile`` is in ``cli/reconcile.py``).
 
 The store is checked before anything else (an unreachable URL or another schema
 version: one line naming the URL, password hidden, exit 2, nothing written); OUT is
