@@ -2,6 +2,10 @@
 stage) into a SQLite store of SMALL synthetic relations and into one of LARGE.
 
     PYTHONPATH=src python bench/store_merge_speed.py [--small 10000] [--large 1000000]
+    PYTHONPATH=src:. python bench/store_merge_speed.py --postgresql --large 100000
+
+``--postgresql``: the stores are databases of a throw-away PostgreSQL server (initdb in a
+temporary folder, unix socket, as the tests start it: ``tests/support/postgres.py``).
 
 Prints per store size: build time, merge wall time, peak memory (RSS high-water mark of
 a fresh process per merge), and the ratio large/small (target ≤ 2×, merge ≤ 60 s).
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import subprocess
@@ -70,30 +75,46 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=10_000)
     parser.add_argument("--large", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--postgresql", action="store_true", help="A PostgreSQL store.")
     parser.add_argument("--child", nargs=3)
     args = parser.parse_args()
     if args.child:
         child(args.child[0], int(args.child[1]), int(args.child[2]))
         return
+    with contextlib.ExitStack() as stack:
+        folder = stack.enter_context(tempfile.TemporaryDirectory())
+        server = None
+        if args.postgresql:
+            from tests.support.postgres import postgres_server
+
+            server = stack.enter_context(contextlib.contextmanager(postgres_server)())
+        urls = {
+            size: server.new_database() if server else f"sqlite:///{Path(folder) / f'g{size}.db'}"
+            for size in (args.small, args.large)
+        }
+        measure(urls, args.batch)
+
+
+def measure(urls: dict[int, str], batch: int) -> None:
+    """Build each store, merge the batch in a fresh process, print the rows and ratio."""
     rows = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for size in (args.small, args.large):
-            url = f"sqlite:///{Path(folder) / f'g{size}.db'}"
-            started = time.perf_counter()
-            asyncio.run(build(url, size))
-            built = time.perf_counter() - started
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", url, str(size), str(args.batch)],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            rows[size] = {"build_s": round(built, 1), **json.loads(out)}
-            print(
-                f"store {size:>9,}: built in {built:6.1f} s; merge {args.batch:,} new: "
-                f"{rows[size]['seconds']:6.2f} s, peak {rows[size]['peak_mib']:6.0f} MiB"
-            )
-    ratio = rows[args.large]["seconds"] / rows[args.small]["seconds"]
+    for size, url in urls.items():
+        started = time.perf_counter()
+        asyncio.run(build(url, size))
+        built = time.perf_counter() - started
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", url, str(size), str(batch)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        rows[size] = {"build_s": round(built, 1), **json.loads(out)}
+        print(
+            f"store {size:>9,}: built in {built:6.1f} s; merge {batch:,} new: "
+            f"{rows[size]['seconds']:6.2f} s, peak {rows[size]['peak_mib']:6.0f} MiB"
+        )
+    small, large = sorted(rows)
+    ratio = rows[large]["seconds"] / rows[small]["seconds"]
     print(f"ratio large/small: {ratio:.2f}x (target <= 2x; merge <= 60 s)")
 
 

@@ -14,6 +14,7 @@ from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
 from relmerge.cli.merge_into import merge_into_command
 from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
+from relmerge.cli.reconcile import reconcile_command
 from relmerge.cli.report import report_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
@@ -73,5 +74,6 @@ main.add_command(report_command)
 main.add_command(demo_command)
 main.add_command(store_group)
 main.add_command(merge_into_command)
+main.add_command(reconcile_command)
 
 __all__ = ["main"]

@@ -1,5 +1,5 @@
 """``relmerge merge-into URL INPUT --output OUT``: deduplicate a batch against a relation
-store, and ``relmerge reconcile URL``: re-decide a store's pairs (DESIGN §8).
+store (DESIGN §8; ``relmerge reconcile`` is in ``cli/reconcile.py``).
 
 The store is checked before anything else (an unreachable URL or another schema
 version: one line naming the URL, password hidden, exit 2, nothing written); OUT is
@@ -20,6 +20,7 @@ import orjson
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.notices import rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.run import answer_memory
 from relmerge.config import DeduplicateRelationsConfig
@@ -116,6 +117,13 @@ def merge_into_command(
             click.echo(f"  {label}: {getattr(shown, name)}")
         if shown.clarification_count:
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+        where = (
+            f"set aside in {str(out).rstrip('/')}/{config.rejected_key}"
+            if config.rejected_key
+            else "not written (rejected_key is off)"
+        )
+        for line in rejected_warning(output.rejected, where):  # as `relmerge run` says it
+            click.echo(line, err=True)
 
 
 class _MergeJob:

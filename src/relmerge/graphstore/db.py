@@ -64,6 +64,7 @@ class Dialect(Protocol):
     name: str
     types: Types
     url: str  # password hidden
+    statistics_sql: str  # refreshes the query planner's statistics (after a large load)
 
     def connect(self, create: bool) -> Connection:
         """Open a connection; ``create``: a missing SQLite file may be made (init only)."""

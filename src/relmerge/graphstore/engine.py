@@ -47,6 +47,10 @@ from relmerge.model import EntityContext, ExtractedRelation
 T = TypeVar("T")
 WRITE_CHUNK = 1000  # relations per call of a batch's transaction (and per progress tick)
 DUMP_PAGE = 1000
+# A load of this many relations or more refreshes the planner's statistics: after a bulk
+# load of 1M rows PostgreSQL planned pair lookups from stale ones (a 10k merge: 6.0 s
+# before ANALYZE, 2.9 s after).
+STATISTICS_AFTER = 10_000
 
 
 async def _chunked(
@@ -361,6 +365,8 @@ class SqlRelationStore:
             except BaseException:
                 await self._abort(db)
                 raise
+            if counts.inserted >= STATISTICS_AFTER:
+                await self._run(db.execute, self._dialect.statistics_sql)
         return ApplyResult("applied", final_id, counts)
 
     async def undo(self, batch_id: str) -> UndoResult:

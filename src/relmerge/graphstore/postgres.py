@@ -38,6 +38,8 @@ class PostgresDialect:
     types = Types(
         serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", integer="BIGINT", blob="BYTEA"
     )
+    # ANALYZE samples a fixed number of rows: cheap on any size of table.
+    statistics_sql = "ANALYZE relmerge_relations, relmerge_pairs, relmerge_mapping"
 
     def __init__(self, conninfo: str, url: str, secrets: Sequence[str]) -> None:
         self._conninfo = conninfo

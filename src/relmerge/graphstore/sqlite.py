@@ -26,6 +26,7 @@ BEGIN_ATTEMPTS = 3
 class SqliteDialect:
     name = "sqlite"
     types = Types(serial="INTEGER PRIMARY KEY", integer="INTEGER", blob="BLOB")
+    statistics_sql = "PRAGMA optimize"  # analyses only where SQLite finds it useful
 
     def __init__(self, path: Path, url: str) -> None:
         self.path = path

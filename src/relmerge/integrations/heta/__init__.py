@@ -30,5 +30,17 @@ except ModuleNotFoundError as error:  # pragma: no cover - exercised in a subpro
 from relmerge.integrations.heta.config import DeduplicateRelationsConfig
 from relmerge.integrations.heta.result import DeduplicateRelationsResult
 from relmerge.integrations.heta.step import DeduplicateRelations
+from relmerge.integrations.heta.store_step import (
+    MergeIntoStore,
+    MergeIntoStoreConfig,
+    MergeIntoStoreResult,
+)
 
-__all__ = ["DeduplicateRelations", "DeduplicateRelationsConfig", "DeduplicateRelationsResult"]
+__all__ = [
+    "DeduplicateRelations",
+    "DeduplicateRelationsConfig",
+    "DeduplicateRelationsResult",
+    "MergeIntoStore",
+    "MergeIntoStoreConfig",
+    "MergeIntoStoreResult",
+]

@@ -1,0 +1,149 @@
+"""``relmerge reconcile URL --output OUT``: re-decide a store's pairs, stored against
+stored, and write the proposal to OUT without changing the store (DESIGN §8).
+
+Why a proposal: a stored id is kept forever and nothing is deleted, so absorbing one
+stored relation into another is written out for a person to read first. OUT holds
+``reconcile_mapping.json`` (absorbed id -> surviving id), ``survivors.jsonl`` (each
+survivor's proposed record, the absorbed ones folded in by the "nothing lost" rule),
+``decisions.jsonl``, ``clarifications.jsonl`` (answer them with ``relmerge review OUT``
+and run the same command again) and ``reconcile_result.json`` last.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from relmerge.cache import CACHE_FILE, RunCache
+from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
+from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.run import answer_memory
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.graphstore import open_graph_store
+from relmerge.io.write import jsonl
+from relmerge.providers import get_embedder, get_llm, preflight
+from relmerge.providers.use_embed import close_helpers
+from relmerge.run.reconcile import Reconcile, ReconcileOutput
+from relmerge.stores import LocalStore
+
+MAPPING_FILE = "reconcile_mapping.json"
+SURVIVORS_FILE = "survivors.jsonl"
+RESULT_FILE = "reconcile_result.json"
+
+
+@click.command("reconcile", short_help="Re-decide a store's pairs (a proposal; --output).")
+@click.argument("url", metavar="URL")
+@click.option(
+    "--output",
+    "-o",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Output directory: the proposed mapping, survivors and logs.",
+)
+@model_options
+@click.option("--semantic/--no-semantic", default=None, help="Run the semantic stage [on].")
+@click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write OUT's answer cache.")
+@click.option("--no-preflight", is_flag=True, help="Skip the endpoints' check.")
+@click.option(
+    "--dry-run", is_flag=True, help="Count the blocks and pairs to decide; ask and write nothing."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No summary.")
+# long: click passes each option as a parameter; the body resolves them and hands over.
+def reconcile_command(
+    url: str,
+    out: Path,
+    semantic: bool | None,
+    concurrency: int | None,
+    no_cache: bool,
+    no_preflight: bool,
+    dry_run: bool,
+    quiet: bool,
+    **options: Any,
+) -> None:
+    """Re-decide the pairs of the relation store at URL, stored against stored, through
+    the kernel `relmerge run` uses, and write the proposal to OUT: which stored
+    relations would be absorbed into which survivor. The store is not changed.
+
+    Exit status: 0 done; 2 bad usage, a store that cannot be reached or has another
+    schema version; 130 / 143 interrupted (run the same command again)."""
+    config, settings, embedding_settings = resolve_options(
+        options, {"semantic_merge": semantic, "concurrency": concurrency, "strict": None}
+    )
+    if dry_run:
+        planned = run_interruptible(_plan(url))
+        click.echo(
+            f"reconcile --dry-run {planned.pop('store_url')}: nothing asked, nothing written"
+        )
+        for name, value in planned.items():
+            click.echo(f"  {name.replace('_', ' ')}: {value}")
+        return
+    cache = None if no_cache else RunCache(out / CACHE_FILE)
+    llm = get_llm(settings)
+    embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
+    try:
+        output = run_interruptible(
+            _reconcile(url, out, config, llm, embedder, cache, not no_preflight)
+        )
+    except Interrupted as error:
+        exit_interrupted(error)
+    finally:
+        if cache is not None:
+            cache.close()
+        close_helpers()
+    if not quiet:
+        click.echo(f"reconcile: proposal written to {out} (the store is unchanged)")
+        for name, value in output.figures.items():
+            click.echo(f"  {name.replace('_', ' ')}: {value}")
+        if output.clarifications:
+            click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+
+
+async def _plan(url: str) -> dict[str, Any]:
+    async with open_graph_store(url) as store:
+        await store.info(last=0)
+        return {"store_url": store.url, **await Reconcile(store, semantic_merge_off()).plan()}
+
+
+def semantic_merge_off() -> DeduplicateRelationsConfig:
+    """A configuration that needs no embedder (a plan only reads)."""
+    return DeduplicateRelationsConfig(semantic_merge=False)
+
+
+async def _reconcile(
+    url: str,
+    out: Path,
+    config: DeduplicateRelationsConfig,
+    llm: Any,
+    embedder: Any,
+    cache: RunCache | None,
+    check: bool,
+) -> ReconcileOutput:
+    """Store first (exit 2 naming it), endpoints, then the proposal; OUT written last."""
+    async with open_graph_store(url) as store:
+        await store.info(last=0)
+        if check:
+            await preflight(llm)
+            if embedder is not None:
+                await preflight(embedder)
+        reconcile = Reconcile(store, config, llm, embedder, memory=answer_memory(out), cache=cache)
+        output = await reconcile.propose()
+        shown = store.url
+    folder = LocalStore(out)
+    await folder.put(SURVIVORS_FILE, jsonl(r.to_dict() for r in output.survivors))
+    await folder.put(MAPPING_FILE, orjson.dumps(output.mapping, option=orjson.OPT_INDENT_2))
+    if config.decisions_key:
+        await folder.put(config.decisions_key, jsonl(output.decisions))
+    if config.clarifications_key:
+        await folder.put(config.clarifications_key, jsonl(output.clarifications))
+    result = {
+        "store_url": shown,
+        **output.figures,
+        "issues": [issue.model_dump(mode="json") for issue in output.issues],
+    }
+    await folder.put(RESULT_FILE, orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    return output
