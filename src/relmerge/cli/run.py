@@ -292,6 +292,7 @@ def run_command(
         get_llm(settings),
         get_embedder(embedding_settings, cache) if config.semantic_merge else None,
         settings_models(settings, embedding_settings),
+        (settings.price_in, settings.price_out),
     )
     console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
     typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
@@ -344,6 +345,7 @@ class Models:
     llm: LanguageModel
     embedder: EmbeddingModel | None
     named: list[Any]
+    prices: tuple[float | None, float | None] = (None, None)  # USD per million in / out
 
 
 def show_plan(
@@ -437,7 +439,7 @@ async def run_into_out(
             engine=engine,
             preflight_requests=checked,
         )
-    result = output.summary.with_run(fingerprint)
+    result = output.summary.with_run(fingerprint).with_prices(*models.prices)
     await remove_stale_relations(store, config.deduplicated_relations_prefix, output.relation_keys)
     await write_manifest(store, result.to_dict(), output.relation_keys, output.relation_id_mapping)
     return result, output.rejected
