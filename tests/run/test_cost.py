@@ -176,3 +176,32 @@ def test_a_cached_answer_is_saved_not_spent() -> None:
     assert (task.saved_prompt_tokens, task.saved_completion_tokens) == (10, 2)
     assert cost.usd == pytest.approx(12 / 1e6)
     assert cost.saved_usd == pytest.approx(12 / 1e6)
+
+
+@needs_dev
+def test_dry_run_estimates_within_a_factor_of_a_real_run(
+    metered_run: tuple[dict[str, Any], Metered],
+) -> None:
+    result, _ = metered_run
+    args = [
+        "run",
+        str(DEV / "relations.jsonl"),
+        "--entity-mapping",
+        str(DEV / "entity_id_mapping.json"),
+        "--entities",
+        str(DEV / "entities.jsonl"),
+        "--output",
+        "unused-out",
+        "--dry-run",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--llm-model",
+        "gold",
+    ]
+    ran = CliRunner().invoke(main, args, env={"COLUMNS": "200"})
+    assert ran.exit_code == 0, ran.stdout + ran.stderr
+    line = next(x for x in ran.stdout.splitlines() if "estimate: LLM requests, tokens" in x)
+    requests, tokens = (int(n.replace(",", "")) for n in line.split("│")[2].split(", "))
+    real_tokens = (result["cost"]["prompt_chars"] + result["cost"]["completion_chars"]) / 4
+    assert result["llm_requests"] / 2 <= requests <= result["llm_requests"] * 2
+    assert real_tokens / 2 <= tokens <= real_tokens * 2

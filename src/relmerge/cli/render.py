@@ -6,6 +6,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from relmerge.run.estimate import Estimate
 from relmerge.run.result import RunResult
 
 
@@ -116,4 +117,24 @@ def cost_rows(result: RunResult) -> list[tuple[str, object]]:
                 f"{cost.usd:.4f} (cache saved {cost.saved_usd or 0:.4f})",
             )
         )
+    return rows
+
+
+def estimate_rows(estimate: Estimate) -> list[tuple[str, str]]:
+    """``--dry-run``'s estimate of the LLM's work, per task, said to be one."""
+    rows = [
+        (
+            f"estimate: {name} requests, prompt / completion tokens",
+            f"{task.requests:,}, {task.prompt_tokens:,} / {task.completion_tokens:,}",
+        )
+        for name, task in estimate.tasks.items()
+    ]
+    rows.append(
+        (
+            "estimate: LLM requests, tokens (~4 characters a token)",
+            f"{estimate.requests:,}, {estimate.prompt_tokens + estimate.completion_tokens:,}",
+        )
+    )
+    if estimate.usd is not None:
+        rows.append(("estimate: cost in USD", f"{estimate.usd:.4f}"))
     return rows
