@@ -39,9 +39,9 @@ from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import run_memory
+from relmerge.run.estimate import estimate
 from relmerge.run.fingerprint import run_fingerprint, settings_models
 from relmerge.run.pipeline import run_pipeline
-from relmerge.run.estimate import estimate
 from relmerge.run.plan import plan
 from relmerge.run.result import RunResult
 from relmerge.stores import local_path, open_store
