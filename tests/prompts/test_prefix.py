@@ -31,7 +31,8 @@ def _wire(request: LLMRequest) -> str:
 
 
 def _common_prefix(first: str, second: str) -> str:
-    size = next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), len(first))
+    pairs = enumerate(zip(first, second, strict=False))
+    size = next((i for i, (a, b) in pairs if a != b), min(len(first), len(second)))
     return first[:size]
 
 
@@ -64,9 +65,7 @@ def _requests(task: str) -> tuple[LLMRequest, LLMRequest, str]:
         )
         return one, two, judge_pair.SYSTEM_PROMPT
     one = cluster_relations.build_request(shown[0], _entities("Alice", "Bob"), temperature=0.0)
-    two = cluster_relations.build_request(
-        shown[1], _entities("Chen Wei", "Acme"), temperature=0.0
-    )
+    two = cluster_relations.build_request(shown[1], _entities("Chen Wei", "Acme"), temperature=0.0)
     return one, two, cluster_relations.SYSTEM_PROMPT
 
 
