@@ -380,8 +380,8 @@ def show_plan(
     if settings.provider != "none":
         entities = read_entities(entities_path) if entities_path else []
         prices = (settings.price_in, settings.price_out)
-        for label, value in estimate_rows(estimate(planned, config, entities, prices)):
-            table.add_row(label, value)
+        for label, shown in estimate_rows(estimate(planned, config, entities, prices)):
+            table.add_row(label, shown)
     StdoutConsole().print(table)
     where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
     lines = rejected_warning(planned.rejected, where)
