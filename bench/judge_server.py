@@ -56,13 +56,27 @@ def _task(body: dict[str, Any]) -> str:
     return "relation_cluster"
 
 
+def prompt_chars(body: dict[str, Any]) -> int:
+    """The characters of a request's messages: what the model reads."""
+    return sum(len(str(message.get("content", ""))) for message in body.get("messages", []))
+
+
+def estimated_tokens(chars: int) -> int:
+    """A tokenizer-free count: ~4 characters a token (English; CJK text has more)."""
+    return (chars + 3) // 4
+
+
 class JudgeServer:
-    """Serve a :class:`GoldJudge` over HTTP; ``requests`` counts chat requests served."""
+    """Serve a :class:`GoldJudge` over HTTP; ``requests`` counts chat requests served,
+    ``prompt_chars`` the characters of their messages, ``by_task`` both per task. The
+    ``usage`` it answers is :func:`estimated_tokens` of the messages and the answer."""
 
     def __init__(self, judge: GoldJudge, latency: float = 0.0, port: int = 0) -> None:
         self.judge = judge
         self.latency = latency
         self.requests = 0
+        self.prompt_chars = 0
+        self.by_task: dict[str, list[int]] = {}  # task -> [requests, prompt characters]
         self._lock = threading.Lock()
         owner = self
 
@@ -73,11 +87,16 @@ class JudgeServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = orjson.loads(self.rfile.read(length) or b"{}")
+                task, chars = _task(body), prompt_chars(body)
                 with owner._lock:
                     owner.requests += 1
+                    owner.prompt_chars += chars
+                    figures = owner.by_task.setdefault(task, [0, 0])
+                    figures[0] += 1
+                    figures[1] += chars
                 if owner.latency:
                     time.sleep(owner.latency)
-                answer = owner.judge.answer(_task(body), _records(body))
+                answer = owner.judge.answer(task, _records(body))
                 text = orjson.dumps(answer).decode()
                 payload = orjson.dumps(
                     {
@@ -93,9 +112,9 @@ class JudgeServer:
                             }
                         ],
                         "usage": {
-                            "prompt_tokens": length // 4,
-                            "completion_tokens": len(text) // 4,
-                            "total_tokens": length // 4 + len(text) // 4,
+                            "prompt_tokens": estimated_tokens(chars),
+                            "completion_tokens": estimated_tokens(len(text)),
+                            "total_tokens": estimated_tokens(chars) + estimated_tokens(len(text)),
                         },
                     }
                 )

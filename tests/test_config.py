@@ -163,6 +163,7 @@ def test_a_key_in_the_wrong_section_names_where_it_belongs(tmp_path: Path) -> No
         "lmm: unknown key; did you mean [llm]?; "
         "llm.temperature: unknown key; did you mean temperature?; "
         "llm.colour: unknown key (known keys: api_key_env, base_url, max_retries, model, "
+        "price_in, price_out, "
         "provider, requests_per_minute, response_format, startup_wait, timeout); "
         "llm.auto_keep_fuzzy: unknown key; did you mean auto_keep_fuzzy?"
     )

@@ -344,6 +344,17 @@ class LLMSettings(Settings):
     requests_per_minute: float | None = Field(
         None, ge=1, description="Most LLM requests started per minute; None: no limit."
     )
+    price_in: float | None = Field(
+        None,
+        ge=0,
+        description="USD per million prompt tokens; with price_out, the result and the "
+        "summary give the run's cost in money. None: tokens only.",
+    )
+    price_out: float | None = Field(
+        None,
+        ge=0,
+        description="USD per million completion tokens (see price_in).",
+    )
     startup_wait: float = Field(
         5.0,
         ge=0,

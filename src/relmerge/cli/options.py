@@ -89,6 +89,16 @@ _OPTIONS = [
         help="Start at most this many LLM requests per minute [no limit].",
     ),
     click.option(
+        "--llm-price-in",
+        type=click.FloatRange(min=0),
+        help="USD per million prompt tokens: the run reports its cost in money [none].",
+    ),
+    click.option(
+        "--llm-price-out",
+        type=click.FloatRange(min=0),
+        help="USD per million completion tokens (with --llm-price-in) [none].",
+    ),
+    click.option(
         "--entities",
         "entities_path",
         type=click.Path(path_type=Path),
@@ -121,6 +131,8 @@ NEEDS_LLM = {
     "llm_timeout": "--llm-timeout",
     "llm_max_answer_tokens": "--llm-max-answer-tokens",
     "llm_requests_per_minute": "--llm-requests-per-minute",
+    "llm_price_in": "--llm-price-in",
+    "llm_price_out": "--llm-price-out",
     "concurrency": "--concurrency",
     "max_llm_requests": "--max-llm-requests",
     "max_tokens": "--max-tokens",
@@ -168,6 +180,8 @@ def resolve_options(
             "response_format": options.get("response_format"),
             "timeout": options.get("llm_timeout"),
             "requests_per_minute": options.get("llm_requests_per_minute"),
+            "price_in": options.get("llm_price_in"),
+            "price_out": options.get("llm_price_out"),
             "startup_wait": options.get("startup_wait"),
         },
         {
@@ -200,6 +214,8 @@ OPTION_NAMES: dict[str, dict[str, str]] = {
         "response_format": "--response-format",
         "timeout": "--llm-timeout",
         "requests_per_minute": "--llm-requests-per-minute",
+        "price_in": "--llm-price-in",
+        "price_out": "--llm-price-out",
         "startup_wait": "--startup-wait",
     },
     "embedding": {

@@ -6,6 +6,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from relmerge.run.estimate import Estimate
 from relmerge.run.result import RunResult
 
 
@@ -51,7 +52,7 @@ def summary_table(result: RunResult, out: str) -> Table:
         ("LLM answers that were invalid (retried)", result.llm_invalid_answers),
         ("LLM answers from the cache", result.llm_cache_hits),
         *canary_rows(result),
-        ("tokens", result.tokens.total),
+        *cost_rows(result),
         ("seconds", result.seconds["total"]),
     ]
     engine = result.engine
@@ -89,3 +90,51 @@ def canary_rows(result: RunResult) -> list[tuple[str, object]]:
     elif canaries.answered < canaries.minimum:
         shown += f": too few to judge the model (fewer than {canaries.minimum})"
     return [("canary questions (certain answers)", shown)]
+
+
+def cost_rows(result: RunResult) -> list[tuple[str, object]]:
+    """Tokens in all (what the server counted, or characters where it counted none), per
+    task, what the cache saved, and USD when the prices were given."""
+    cost = result.cost
+    rows: list[tuple[str, object]] = [("tokens", result.tokens.total)]
+    if cost.measured == "none":
+        return rows
+    unit = "tokens" if cost.measured == "usage" else f"tokens ({cost.measured}: no usage)"
+    for name, task in cost.tasks.items():
+        if not task.requests:
+            continue
+        shown = f"{task.requests} requests, {task.prompt_tokens:,} / {task.completion_tokens:,}"
+        if task.unmetered:
+            shown += f", {task.unmetered_prompt_chars:,} prompt chars without usage"
+        rows.append((f"{name}: prompt / completion {unit}", shown))
+    if cost.cache_hits:
+        rows.append(("saved by cached answers (tokens)", f"{cost.saved_tokens:,}"))
+    if cost.usd is not None:
+        estimate = " (estimated from characters)" if cost.measured != "usage" else ""
+        rows.append(
+            (
+                f"cost, USD at {cost.price_in:g} / {cost.price_out:g} per million{estimate}",
+                f"{cost.usd:.4f} (cache saved {cost.saved_usd or 0:.4f})",
+            )
+        )
+    return rows
+
+
+def estimate_rows(estimate: Estimate) -> list[tuple[str, str]]:
+    """``--dry-run``'s estimate of the LLM's work, per task, said to be one."""
+    rows = [
+        (
+            f"estimate: {name} requests, prompt / completion tokens",
+            f"{task.requests:,}, {task.prompt_tokens:,} / {task.completion_tokens:,}",
+        )
+        for name, task in estimate.tasks.items()
+    ]
+    rows.append(
+        (
+            "estimate: LLM requests, tokens (~4 characters a token)",
+            f"{estimate.requests:,}, {estimate.prompt_tokens + estimate.completion_tokens:,}",
+        )
+    )
+    if estimate.usd is not None:
+        rows.append(("estimate: cost in USD", f"{estimate.usd:.4f}"))
+    return rows

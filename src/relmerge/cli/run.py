@@ -25,7 +25,7 @@ from relmerge.cli.notices import huge_blocks_warning, rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
 from relmerge.cli.progress_view import progress_view
-from relmerge.cli.render import summary_table
+from relmerge.cli.render import estimate_rows, summary_table
 from relmerge.config import DeduplicateRelationsConfig, LLMSettings
 from relmerge.engines.base import ChunkEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -39,6 +39,7 @@ from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import run_memory
+from relmerge.run.estimate import estimate
 from relmerge.run.fingerprint import run_fingerprint, settings_models
 from relmerge.run.pipeline import run_pipeline
 from relmerge.run.plan import plan
@@ -280,7 +281,15 @@ def run_command(
     )
     storage_options = parse_storage_options(storage_option_pairs)
     if dry_run:
-        show_plan(input_path, out, storage_options, entity_mapping, config, settings)
+        show_plan(
+            input_path,
+            out,
+            storage_options,
+            entity_mapping,
+            config,
+            settings,
+            options["entities_path"],
+        )
         return
     refuse_usage(no_cache, cache_path, engine, workers, ray_address)
     chunk_engine = ray_engine(ray_address) if engine == "ray" else local_engine(workers)
@@ -292,6 +301,7 @@ def run_command(
         get_llm(settings),
         get_embedder(embedding_settings, cache) if config.semantic_merge else None,
         settings_models(settings, embedding_settings),
+        (settings.price_in, settings.price_out),
     )
     console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
     typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
@@ -344,6 +354,7 @@ class Models:
     llm: LanguageModel
     embedder: EmbeddingModel | None
     named: list[Any]
+    prices: tuple[float | None, float | None] = (None, None)  # USD per million in / out
 
 
 def show_plan(
@@ -353,15 +364,24 @@ def show_plan(
     entity_mapping: Path | None,
     config: DeduplicateRelationsConfig,
     settings: LLMSettings,
+    entities_path: Path | None = None,
 ) -> None:
-    """``--dry-run``: the counts of the work, and the warnings a run would give."""
+    """``--dry-run``: the counts of the work, an estimate of the LLM requests and tokens
+    (with a model), and the warnings a run would give."""
     raws = asyncio.run(stream_input(input_path, storage_options))
     mapping = read_entity_mapping(entity_mapping) if entity_mapping else None
-    planned = plan(raws, mapping, config.records_per_chunk)
+    planned = plan(
+        raws, mapping, config.records_per_chunk, description_chars=config.prompt_description_chars
+    )
     title = f"relmerge run --dry-run: {redact_url(input_path)}"
     table = Table(title=title, show_header=False)
     for key, value in planned.counts.items():
         table.add_row(key.replace("_", " "), str(value))
+    if settings.provider != "none":
+        entities = read_entities(entities_path) if entities_path else []
+        prices = (settings.price_in, settings.price_out)
+        for label, shown in estimate_rows(estimate(planned, config, entities, prices)):
+            table.add_row(label, shown)
     StdoutConsole().print(table)
     where = f"a run would set them aside in {redact_url(out).rstrip('/')}/{config.rejected_key}"
     lines = rejected_warning(planned.rejected, where)
@@ -437,7 +457,7 @@ async def run_into_out(
             engine=engine,
             preflight_requests=checked,
         )
-    result = output.summary.with_run(fingerprint)
+    result = output.summary.with_run(fingerprint).with_prices(*models.prices)
     await remove_stale_relations(store, config.deduplicated_relations_prefix, output.relation_keys)
     await write_manifest(store, result.to_dict(), output.relation_keys, output.relation_id_mapping)
     return result, output.rejected

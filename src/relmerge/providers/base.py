@@ -49,8 +49,12 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class Usage:
+    """Tokens as the server counted them; ``reported`` False: it sent no ``usage`` (the
+    run then counts that request's characters instead, see ``providers.accounting``)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reported: bool = True
 
     @property
     def total_tokens(self) -> int:

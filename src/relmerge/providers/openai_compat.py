@@ -280,6 +280,7 @@ class OpenAICompatibleModel:
             usage=Usage(
                 prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                 completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                reported=getattr(usage, "prompt_tokens", None) is not None,
             ),
             attempts=attempts,
             truncated=truncated,

@@ -13,7 +13,14 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from relmerge.report.model import Clarification, MergedGroup, ReportData, as_text, band_on
+from relmerge.report.model import (
+    Clarification,
+    MergedGroup,
+    ReportData,
+    as_int,
+    as_text,
+    band_on,
+)
 from relmerge.report.plots import decision_row, decision_rows
 from relmerge.report.words import code_hint, term
 
@@ -197,7 +204,51 @@ def _clusters_text(data: ReportData) -> str:
 def _llm_text(data: ReportData) -> str:
     if data.summary.llm_model == "none":
         return '<p class="hint">This run had no language model (<code>--llm none</code>).</p>'
-    return ""
+    return _cost_text(data.llm.cost)
+
+
+def _cost_text(cost: dict[str, Any]) -> str:
+    """The cost: per task, requests and tokens (characters where the server sent no
+    usage), what cached answers saved, and USD when the run was given the prices."""
+    tasks = cost.get("tasks")
+    if not isinstance(tasks, dict) or not tasks:
+        return ""
+    rows = []
+    for name, task in tasks.items():
+        task = task if isinstance(task, dict) else {}
+        usd = task.get("usd")
+        rows.append(
+            (
+                e(name),
+                f"{as_int(task.get('requests')):,}",
+                f"{as_int(task.get('prompt_tokens')):,}",
+                f"{as_int(task.get('completion_tokens')):,}",
+                f"{as_int(task.get('prompt_chars')):,}",
+                f"{as_int(task.get('cache_hits')):,}",
+                f"{as_int(task.get('saved_prompt_tokens')):,}",
+                "" if not isinstance(usd, int | float) else f"{usd:.4f}",
+            )
+        )
+    headers = ["task", "requests", "prompt tokens", "completion tokens", "prompt characters"]
+    headers += ["cached answers", "prompt tokens saved", "USD"]
+    measured = as_text(cost.get("measured"), "?")
+    notes = [f"Tokens as measured: {e(measured)}."]
+    if measured not in ("usage", "none"):
+        notes.append("The server sent no usage for some answers: their characters are shown.")
+    usd = cost.get("usd")
+    if isinstance(usd, int | float):
+        notes.append(
+            f"USD {usd:.4f} at {e(cost.get('price_in_usd_per_million'))} / "
+            f"{e(cost.get('price_out_usd_per_million'))} per million prompt / completion "
+            f"tokens."
+        )
+    else:
+        notes.append("No prices given (<code>--llm-price-in/--llm-price-out</code>): no USD.")
+    return (
+        '<h3 id="cost">Cost</h3>'
+        + _table(headers, rows, {1, 2, 3, 4, 5, 6, 7})
+        + "".join(f'<p class="hint">{note}</p>' for note in notes)
+    )
 
 
 def _issues_table(data: ReportData) -> str:

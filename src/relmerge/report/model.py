@@ -114,11 +114,14 @@ class LLMUsage:
     invalid: int
     prompt_tokens: int
     completion_tokens: int
+    # The result's "cost" object (absent from results of older runs: empty).
+    cost: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_result(cls, result: dict[str, Any]) -> LLMUsage:
         tokens = result.get("tokens")
         tokens = tokens if isinstance(tokens, dict) else {}
+        cost = result.get("cost")
         return cls(
             requests=as_int(result.get("llm_requests")),
             cache_hits=as_int(result.get("llm_cache_hits")),
@@ -126,6 +129,7 @@ class LLMUsage:
             invalid=as_int(result.get("llm_invalid_answers")),
             prompt_tokens=as_int(tokens.get("prompt")),
             completion_tokens=as_int(tokens.get("completion")),
+            cost=cost if isinstance(cost, dict) else {},
         )
 
 

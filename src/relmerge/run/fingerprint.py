@@ -38,6 +38,8 @@ OPERATIONAL = frozenset(
         "timeout",
         "max_retries",
         "requests_per_minute",
+        "price_in",
+        "price_out",
         "startup_wait",
         "llm_breaker_groups",
     }

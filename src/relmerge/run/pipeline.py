@@ -40,6 +40,7 @@ from relmerge.providers.gate import CanaryGateModel
 from relmerge.providers.stack import ModelStack, build_model_stack, without_recent_texts
 from relmerge.review.memory import AnswerMemory
 from relmerge.run.canaries import CanaryDesk, Rework
+from relmerge.run.cost import cost_of
 from relmerge.run.intake import (
     Intake,
     canonical_entities,
@@ -392,6 +393,7 @@ def _result(
         issues=tuple(issues),
         config=config,
         canaries=canary_figures(run.canaries, config),
+        cost=cost_of(stats),
     )
 
 

@@ -17,6 +17,9 @@ import numpy as np
 
 from relmerge.errors import InputError
 from relmerge.io.records import RawRecord, Rejected
+from relmerge.model import ExtractedRelation
+from relmerge.prompts.base import inert_json
+from relmerge.prompts.context import directed_record
 from relmerge.run.intake import CountingSpool, Intake, take_in
 from relmerge.stages.remap import validate_entity_mapping
 
@@ -40,13 +43,30 @@ class Block:
 
 @dataclass
 class Plan:
-    """The counts of the dry-run table, the rejected records, the largest blocks, and the
-    size of every block of two records or more."""
+    """The counts of the dry-run table, the rejected records, the largest blocks, the
+    size of every block and every exact group of two records or more, and the characters
+    of all records as a prompt shows them (for the token estimate, ``run.estimate``)."""
 
     counts: dict[str, int]
     rejected: list[Rejected] = field(default_factory=list)
     largest: list[Block] = field(default_factory=list)
     block_sizes: list[int] = field(default_factory=list)
+    group_sizes: list[int] = field(default_factory=list)
+    record_chars: int = 0
+
+
+class SizingSpool(CountingSpool):
+    """A counting spool that adds up each record's characters as a prompt shows it."""
+
+    def __init__(self, limit: int, description_chars: int) -> None:
+        super().__init__(limit)
+        self.description_chars = description_chars
+        self.chars = 0
+
+    def add(self, index: int, relation: ExtractedRelation) -> None:
+        ends = (relation.source_entity_id, relation.target_entity_id)
+        shown = directed_record(relation, ends, self.description_chars)
+        self.chars += len(inert_json(shown, indent=True)) + 2  # ",\n" between records
 
 
 def plan(
@@ -54,13 +74,15 @@ def plan(
     entity_id_mapping: Any,
     records_per_chunk: int = 50_000,
     largest: int = LARGEST_BLOCKS,
+    description_chars: int = 2000,
 ) -> Plan:
     """Read the input once as a run does (checked, remapped) and count what a run would
     decide: exact groups and blocks never span chunks, so the batch-wide counts are the
     sums a run's chunks would make. No embedding, no LLM, nothing written."""
     mapping = validate_entity_mapping(entity_id_mapping)
     # The relations themselves are not needed: none is kept, in memory or on disk.
-    intake = take_in(raws, mapping, records_per_chunk, spool=CountingSpool(records_per_chunk))
+    spool = SizingSpool(records_per_chunk, description_chars)
+    intake = take_in(raws, mapping, records_per_chunk, spool=spool)
     if intake.record_count == 0:
         raise InputError("the input holds no relation records")
     groups = _sizes(intake.key_hashes)
@@ -78,7 +100,9 @@ def plan(
         "candidate_pairs": sum(int(n) * (int(n) - 1) // 2 for n in blocks[blocks > 1]),
     }
     multi = [int(n) for n in blocks[blocks > 1]]
-    return Plan(counts, intake.rejected, _largest_blocks(intake, largest), multi)
+    duplicated = [int(n) for n in groups[groups > 1]]
+    chosen = _largest_blocks(intake, largest)
+    return Plan(counts, intake.rejected, chosen, multi, duplicated, spool.chars)
 
 
 def _sizes(hashes: Iterable[int]) -> np.ndarray[Any, np.dtype[np.int64]]:

@@ -19,6 +19,7 @@ from typing import Any
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.io.records import Rejected
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
+from relmerge.run.cost import Cost
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class RunResult:
     ``llm_requests`` are requests sent (retries included), cache hits apart;
     ``preflight_requests`` the endpoint checks before the run. ``seconds`` per stage (work
     overlaps: they may add up to more than ``total``); ``engine`` where the CPU went.
+    ``cost``: tokens per task and, priced (:meth:`with_prices`), USD.
     ``fingerprint`` (the CLI and the step) and ``log_keys`` (the step) are set by the
     caller that knows them (:meth:`with_run`).
     """
@@ -147,6 +149,12 @@ class RunResult:
     fingerprint: str | None = None
     log_keys: tuple[str, ...] | None = None
     canaries: Canaries = field(default_factory=Canaries)
+    cost: Cost = field(default_factory=Cost)
+
+    def with_prices(self, price_in: float | None, price_out: float | None) -> RunResult:
+        """This result with its cost in USD (prices per million prompt / completion
+        tokens; the CLI knows them from the LLM settings)."""
+        return replace(self, cost=self.cost.priced(price_in, price_out))
 
     def with_run(self, fingerprint: str, log_keys: Sequence[str] | None = None) -> RunResult:
         """This result with the run's fingerprint (and, for the step, its logs' keys)."""
@@ -200,6 +208,7 @@ def _json_object(result: RunResult) -> dict[str, Any]:
         "llm_invalid_answers": result.llm_invalid_answers,
         "llm_cache_hits": result.llm_cache_hits,
         "tokens": asdict(result.tokens),
+        "cost": result.cost.to_dict(),
         "llm_budget": asdict(result.llm_budget),
         "llm_unavailable_group_count": result.llm_unavailable_group_count,
         "llm_circuit_breaker": asdict(result.llm_circuit_breaker),

@@ -1,0 +1,122 @@
+"""What relmerge sends its model, per labelled graph: requests, prompt characters and
+tokens per relation, and pair F1, with the gold-answering judge of ``judge_server.py``
+counting what it receives over real HTTP.
+
+    python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
+
+Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
+Each row is one run of the step (a memory store, the default settings, no cache) with
+the OpenAI-compatible client against a fresh server. Tokens are the server's estimate
+(``judge_server.estimated_tokens``: ~4 characters a token) and, beside them, the run's own
+count from the server's ``usage`` (``cost`` of the result): they must agree. Prints one
+row per set, the totals, and one JSON line: the baseline to compare packed requests with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_server import JudgeServer, estimated_tokens
+from labelled import DEV, Labelled, all_sets, pair_counts
+from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+from relmerge.eval.gold_judge import GoldJudge
+from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
+from relmerge.providers.openai_compat import OpenAICompatibleModel
+from relmerge.stores.memory import MemoryStore
+
+
+async def run_set(data: Labelled, embedder: EmbeddingModel, error_rate: float) -> dict[str, Any]:
+    """One run of ``data`` against a fresh gold judge server, and what it cost."""
+    store = MemoryStore()
+    keys = []
+    for record in data.records:
+        key = f"relations/{record['relation_id']}.json"
+        store.objects[key] = json.dumps(record).encode()
+        keys.append(key)
+    config = DeduplicateRelationsConfig(
+        decisions_key=None, clarifications_key=None, rejected_key=None
+    )
+    with JudgeServer(GoldJudge(data.gold, error_rate)) as server:
+        llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
+        context = DictContext(
+            components={
+                "stores.objects": store,
+                "models.language": llm,
+                "models.embedding": embedder,
+            },
+            artifacts={
+                "relation_keys": keys,
+                "entity_id_mapping": data.mapping,
+                "entities": data.entities,
+            },
+        )
+        output = await DeduplicateRelations(config).run(context)
+        await llm.aclose()
+        requests, chars, by_task = server.requests, server.prompt_chars, dict(server.by_task)
+    relations = max(1, len(data.records))
+    counts = pair_counts(data, output.relation_id_mapping)
+    cost = output.result["cost"]
+    return {
+        "set": data.name,
+        "relations": len(data.records),
+        "requests": requests,
+        "requests_per_relation": round(requests / relations, 4),
+        "prompt_chars_per_relation": round(chars / relations, 1),
+        "prompt_tokens_per_relation": round(estimated_tokens(chars) / relations, 1),
+        "chars_per_request": round(chars / requests) if requests else 0,
+        "run_prompt_tokens": cost["prompt_tokens"],
+        "by_task": {task: {"requests": n, "prompt_chars": c} for task, (n, c) in by_task.items()},
+        "pair_f1": round(counts.f1, 4),
+    }
+
+
+def show(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"{'set':<38}{'relations':>10}{'requests':>9}{'req/rel':>9}{'chars/rel':>11}"
+        f"{'tokens/rel':>11}{'chars/req':>10}{'pair F1':>9}"
+    )
+    for row in rows:
+        print(
+            f"{row['set']:<38}{row['relations']:>10}{row['requests']:>9}"
+            f"{row['requests_per_relation']:>9.3f}{row['prompt_chars_per_relation']:>11.1f}"
+            f"{row['prompt_tokens_per_relation']:>11.1f}{row['chars_per_request']:>10}"
+            f"{row['pair_f1']:>9.3f}"
+        )
+
+
+async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.embedding == "hash":
+        embedder: EmbeddingModel = HashEmbedder()
+    else:
+        from relmerge.providers.use_embed import UseEmbedder
+
+        embedder = UseEmbedder()
+    rows = []
+    for data in all_sets(args.dev):
+        if args.only and not any(part in data.name for part in args.only):
+            continue
+        rows.append(await run_set(data, embedder, args.error_rate))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dev", type=Path, default=DEV)
+    parser.add_argument("--embedding", choices=("use", "hash"), default="use")
+    parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")
+    args = parser.parse_args()
+    rows = asyncio.run(main_async(args))
+    show(rows)
+    print(json.dumps({"embedding": args.embedding, "rows": rows}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
