@@ -118,7 +118,7 @@ def test_tokens_per_task_are_the_servers_usage(
     cost = result["cost"]
     assert cost["measured"] == "usage"
     assert set(cost["tasks"]) == set(handler.sent)
-    assert "relation_judge" in handler.sent  # the dev set asks pairwise questions too
+    assert "relation_cluster" in handler.sent  # pairwise questions too carry canaries
     for task, (requests, prompt, completion, chars) in handler.sent.items():
         figures = cost["tasks"][task]
         assert (figures["requests"], figures["prompt_tokens"]) == (requests, prompt)
@@ -138,7 +138,7 @@ def test_prices_turn_tokens_into_money(metered_run: tuple[dict[str, Any], Metere
     assert cost["price_in_usd_per_million"] == PRICE_IN
     assert all(task["usd"] is not None for task in cost["tasks"].values())
     assert "cost, USD at 0.5 / 2 per million" in result["_stdout"]
-    assert "relation_judge: prompt / completion tokens" in result["_stdout"]
+    assert "relation_cluster: prompt / completion tokens" in result["_stdout"]
 
 
 @needs_dev
