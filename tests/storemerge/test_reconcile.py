@@ -113,3 +113,88 @@ def test_reconcile_dry_run_counts_and_writes_nothing(store_url: str, tmp_path: P
     assert "blocks to decide: 1" in done.stdout and "pairs: 3" in done.stdout
     assert not (tmp_path / "out").exists()
     assert asyncio.run(_dump(store_url)) == before
+
+
+async def _propose_and_apply(url: str) -> Any:
+    async with open_graph_store(url) as store:
+        reconcile = Reconcile(store, DeduplicateRelationsConfig(), embedder=HashEmbedder())
+        output = await reconcile.propose()
+        return output, await reconcile.apply(output), await reconcile.apply(output)
+
+
+def test_applied_reconcile_absorbs_keeps_ids_resolvable_and_undoes(store_url: str) -> None:
+    before = asyncio.run(_load(store_url))
+    output, applied, again = asyncio.run(_propose_and_apply(store_url))
+    assert applied.status == "applied" and applied.batch_id.startswith("reconcile-")
+    assert applied.counts.absorbed == 1 and applied.counts.updated == 1
+    assert again.status == "already_applied"
+    [survivor] = output.survivors
+
+    async def reads() -> Any:
+        async with open_graph_store(store_url) as store:
+            pair = ("e_ada", "e_norrbeck")
+            state = (await store.relations_for_pairs([pair]))[pair]
+            return (
+                [r.relation_id async for r in store.dump()],
+                [r.relation_id for r in state.relations],
+                await store.relations_by_id(["s2", "s1", "nope"]),
+                await store.folded(["s2"]),
+                await store.info(last=1),
+            )
+
+    dumped, in_pair, by_id, folded, info = asyncio.run(reads())
+    assert dumped == ["s1", "s3", "s4"] and in_pair == ["s1", "s3"]
+    assert by_id == {"s2": survivor, "s1": survivor}  # an absorbed id resolves forever
+    assert folded == {"s2": "s1"}
+    assert info.relations == 3 and info.last_batches[0].kind == "reconcile"
+
+    async def undo() -> Any:
+        async with open_graph_store(store_url) as store:
+            return await store.undo(applied.batch_id)
+
+    assert asyncio.run(undo()).status == "undone"
+    assert asyncio.run(_dump(store_url)) == before
+    assert asyncio.run(reads())[4].relations == 4
+
+
+def test_a_proposal_read_before_a_change_is_refused(store_url: str) -> None:
+    import pytest
+
+    from relmerge.errors import StoreError
+
+    asyncio.run(_load(store_url))
+
+    async def go() -> None:
+        async with open_graph_store(store_url) as store:
+            reconcile = Reconcile(store, DeduplicateRelationsConfig(), embedder=HashEmbedder())
+            output = await reconcile.propose()
+            fresh = await reconcile.propose()
+            await reconcile.apply(fresh)
+            with pytest.raises(StoreError, match="run reconcile again"):
+                await reconcile.apply(
+                    type(output)(
+                        mapping=output.mapping,
+                        survivors=[s.model_copy(update={"name": "x"}) for s in output.survivors],
+                        read=output.read,
+                    )
+                )
+
+    asyncio.run(go())
+
+
+def test_reconcile_apply_command_then_store_undo(store_url: str, tmp_path: Path) -> None:
+    before = asyncio.run(_load(store_url))
+    out = tmp_path / "out"
+    done = relmerge("reconcile", store_url, "-o", out, "--embedding", "hash", "--apply")
+    assert done.returncode == 0, done.stderr
+    result = orjson.loads((out / "reconcile_result.json").read_bytes())
+    batch_id = result["batch_id"]
+    assert f"applied as batch {batch_id}" in done.stdout
+    assert [orjson.loads(r)["relation_id"] for r in asyncio.run(_dump(store_url))] == [
+        "s1",
+        "s3",
+        "s4",
+    ]
+    undone = relmerge("store", "undo", store_url, batch_id)
+    assert undone.returncode == 0, undone.stderr
+    assert asyncio.run(_dump(store_url)) == before

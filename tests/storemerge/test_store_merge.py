@@ -82,3 +82,27 @@ def test_three_batches_one_after_another_hold_one_copy_of_a_shared_fact(
     founded = [r for r in stored if r.description == FOUNDED]
     assert len(founded) == 5  # one per pair e0..e4, whatever the batch
     assert all(len(r.source_chunk_ids) == 3 for r in founded)
+
+
+CEO_LINES = (
+    "Ada Lind has led Norrbeck Systems as chief executive since the spring of 2019.",
+    "Norrbeck's annual report lists Ada Lind at the head of the company's board too.",
+)
+
+
+def test_a_new_relation_meets_each_line_of_a_stored_description(store_url: str) -> None:
+    """A stored relation that several inputs formed holds their descriptions joined by
+    lines: a new relation stating one of them merges by the rules, as in one run."""
+
+    async def go() -> Any:
+        async with open_graph_store(store_url) as store:
+            await store.init()
+            await store.load([record_relation("s", "\n".join(CEO_LINES))])
+            merge = StoreMerge(store, DeduplicateRelationsConfig(), embedder=HashEmbedder())
+            return await merge.merge([record("n", description=CEO_LINES[1])])
+
+    output = asyncio.run(go())
+    assert output.mapping == {"n": "s"}
+    tiers = [line["tier"] for line in output.decisions]
+    assert tiers == ["fuzzy_high"]
+    assert [r.relation_id for r in asyncio.run(_dump(store_url))] == ["s"]

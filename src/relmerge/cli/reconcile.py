@@ -1,5 +1,7 @@
-"""``relmerge reconcile URL --output OUT``: re-decide a store's pairs, stored against
-stored, and write the proposal to OUT without changing the store (DESIGN §8).
+"""``relmerge reconcile URL --output OUT [--apply]``: re-decide a store's pairs, stored
+against stored, and write the proposal to OUT without changing the store (DESIGN §8);
+with ``--apply``, also write it to the store as one logged batch of kind ``reconcile``
+(``relmerge store undo URL BATCH`` takes it back).
 
 Why a proposal: a stored id is kept forever and nothing is deleted, so absorbing one
 stored relation into another is written out for a person to read first. OUT holds
@@ -52,6 +54,12 @@ RESULT_FILE = "reconcile_result.json"
 @click.option(
     "--dry-run", is_flag=True, help="Count the blocks and pairs to decide; ask and write nothing."
 )
+@click.option(
+    "--apply",
+    "apply_it",
+    is_flag=True,
+    help="Also apply the proposal to the store as one batch (undo: relmerge store undo).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No summary.")
 # long: click passes each option as a parameter; the body resolves them and hands over.
 def reconcile_command(
@@ -62,12 +70,15 @@ def reconcile_command(
     no_cache: bool,
     no_preflight: bool,
     dry_run: bool,
+    apply_it: bool,
     quiet: bool,
     **options: Any,
 ) -> None:
     """Re-decide the pairs of the relation store at URL, stored against stored, through
     the kernel `relmerge run` uses, and write the proposal to OUT: which stored
-    relations would be absorbed into which survivor. The store is not changed.
+    relations would be absorbed into which survivor. The store is not changed, unless
+    --apply: then the survivors are updated and the absorbed ids map to them, as one
+    logged batch (its id is printed; `relmerge store undo URL BATCH` brings them back).
 
     Exit status: 0 done; 2 bad usage, a store that cannot be reached or has another
     schema version; 130 / 143 interrupted (run the same command again)."""
@@ -87,7 +98,7 @@ def reconcile_command(
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     try:
         output = run_interruptible(
-            _reconcile(url, out, config, llm, embedder, cache, not no_preflight)
+            _reconcile(url, out, config, llm, embedder, cache, not no_preflight, apply_it)
         )
     except Interrupted as error:
         exit_interrupted(error)
@@ -96,7 +107,9 @@ def reconcile_command(
             cache.close()
         close_helpers()
     if not quiet:
-        click.echo(f"reconcile: proposal written to {out} (the store is unchanged)")
+        applied = output.figures.get("batch_id")
+        done = f"applied as batch {applied}" if applied else "the store is unchanged"
+        click.echo(f"reconcile: proposal written to {out} ({done})")
         for name, value in output.figures.items():
             click.echo(f"  {name.replace('_', ' ')}: {value}")
         if output.clarifications:
@@ -122,6 +135,7 @@ async def _reconcile(
     embedder: Any,
     cache: RunCache | None,
     check: bool,
+    apply_it: bool = False,
 ) -> ReconcileOutput:
     """Store first (exit 2 naming it), endpoints, then the proposal; OUT written last."""
     async with open_graph_store(url) as store:
@@ -132,6 +146,10 @@ async def _reconcile(
                 await preflight(embedder)
         reconcile = Reconcile(store, config, llm, embedder, memory=answer_memory(out), cache=cache)
         output = await reconcile.propose()
+        if apply_it and output.mapping:
+            applied = await reconcile.apply(output)
+            output.figures["batch_id"] = applied.batch_id
+            output.figures["batch_status"] = applied.status
         shown = store.url
     folder = LocalStore(out)
     await folder.put(SURVIVORS_FILE, jsonl(r.to_dict() for r in output.survivors))

@@ -8,9 +8,9 @@ or shipped to another one and give the same :class:`BlockResult`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from itertools import combinations
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations, product
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult
@@ -38,29 +38,58 @@ def score_pairs(
     pairs: list[tuple[int, int]],
     config: DeduplicateRelationsConfig,
     known: frozenset[tuple[int, int]] = frozenset(),
+    lines: Mapping[int, Sequence[int]] | None = None,
 ) -> list[PairDecision]:
     """The tier verdict of each pair (a < b) of ``relations`` (rows of the vectors): the
-    one place where a pair is scored, for a block of a batch and for the judge alike."""
+    one place where a pair is scored, for a block of a batch and for the judge alike.
+
+    ``lines`` (a merge into a store): for a stored relation whose description was joined
+    from several lines, the rows (after the relations' own) of those lines as relations
+    of their own. A pair with one is scored against the whole and against each line, as
+    one run scores a record against each member (see :func:`best_line`)."""
     scores = BlockScores(features, descriptions, names)
-    return [
-        decide_pair(
+
+    def one(a: int, b: int, ra: int, rb: int) -> PairDecision:
+        return decide_pair(
             a,
             b,
-            (features[a], features[b]),
+            (features[ra], features[rb]),
             orientation(relations[a], relations[b]),
-            scores.pair(a, b),
+            scores.pair(ra, rb),
             config,
             (a, b) in known,
         )
-        for a, b in pairs
-    ]
+
+    if not lines:
+        return [one(a, b, a, b) for a, b in pairs]
+    decided = []
+    for a, b in pairs:
+        rows_a, rows_b = [a, *lines.get(a, ())], [b, *lines.get(b, ())]
+        decided.append(best_line([one(a, b, ra, rb) for ra, rb in product(rows_a, rows_b)]))
+    return decided
+
+
+def best_line(decisions: Sequence[PairDecision]) -> PairDecision:
+    """One verdict from a pair's verdicts against a stored relation's whole description
+    (first) and each of its lines: a hard keep on any of them binds (precision first);
+    else the strongest merge (a line states the same fact, as the member it came from
+    would have shown in one run); else a question; else the whole's keep."""
+    hard = next((d for d in decisions if d.verdict == "keep" and d.hard), None)
+    if hard is not None:
+        return hard
+    merges = [d for d in decisions if d.verdict == "merge"]
+    if merges:
+        return max(merges, key=lambda d: d.scores["fuzzy"] / 100 + d.scores["cosine"])
+    return next((d for d in decisions if d.verdict == "undecided"), decisions[0])
 
 
 @dataclass
 class BlockJob:
     """One block: ``units`` in block order, with their ``features``, description vectors
     (``descriptions``) and name vectors (``names``) as rows; ``known`` holds the local
-    pairs (a < b) an earlier decision split, ``entities`` the block's (source, target)."""
+    pairs (a < b) an earlier decision split, ``entities`` the block's (source, target).
+    ``lines``: a stored relation's description lines, as rows after the units' own (see
+    :func:`score_pairs`; a merge into a store only)."""
 
     units: list[Unit]
     features: list[RelationFeatures]
@@ -68,10 +97,11 @@ class BlockJob:
     names: Vectors
     known: frozenset[tuple[int, int]]
     entities: tuple[EntityContext, EntityContext]
+    lines: dict[int, list[int]] = field(default_factory=dict)
 
     @property
     def symmetric(self) -> list[bool]:
-        return [feature.symmetric for feature in self.features]
+        return [feature.symmetric for feature in self.features[: len(self.units)]]
 
     @property
     def pair_count(self) -> int:
@@ -88,6 +118,7 @@ def score_block(job: BlockJob, config: DeduplicateRelationsConfig) -> list[PairD
         list(combinations(range(len(job.units)), 2)),
         config,
         job.known,
+        job.lines,
     )
 
 

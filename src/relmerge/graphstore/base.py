@@ -30,7 +30,7 @@ from relmerge.model import EntityContext, ExtractedRelation
 Pair = tuple[str, str]
 """A canonical endpoint pair: ``(min, max)`` of the two entity ids (see :func:`pair_of`)."""
 
-BatchKind = Literal["load", "merge"]
+BatchKind = Literal["load", "merge", "reconcile"]
 Progress = Callable[[int], None]
 """Told how many more relations a long write or read has done."""
 
@@ -85,7 +85,10 @@ class Batch:
     ``inserts``: new relations (they keep their ids). ``updates``: the new full record of
     stored relations (same id, same pair). ``mapping``: each input id of the batch to the
     stored id it became or joined. ``decisions``: opaque JSON objects, kept with the batch.
-    ``entities``: entity profiles to add or replace.
+    ``entities``: entity profiles to add or replace. ``absorbed`` (a batch of kind
+    ``reconcile``): stored relations folded into another stored one (absorbed id ->
+    survivor id, the survivor among ``updates``): kept, and logged, but every read skips
+    them, and an id of one resolves to its survivor, until the batch is undone.
     """
 
     batch_id: str
@@ -96,12 +99,18 @@ class Batch:
     decisions: Sequence[Mapping[str, Any]] = ()
     entities: Sequence[EntityContext] = ()
     fingerprint: str = ""
+    absorbed: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> BatchKind:
+        return "reconcile" if self.absorbed else "merge"
 
 
 @dataclass(frozen=True)
 class BatchCounts:
     """What a batch did: relations inserted and updated, records already stored as they
-    are (``unchanged``), input ids mapped, decisions kept, entities written."""
+    are (``unchanged``), input ids mapped, decisions kept, entities written, stored
+    relations absorbed (a reconcile)."""
 
     inserted: int = 0
     updated: int = 0
@@ -109,6 +118,7 @@ class BatchCounts:
     mapped: int = 0
     decisions: int = 0
     entities: int = 0
+    absorbed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -118,6 +128,7 @@ class BatchCounts:
             "mapped": self.mapped,
             "decisions": self.decisions,
             "entities": self.entities,
+            "absorbed": self.absorbed,
         }
 
 
@@ -192,7 +203,8 @@ class RelationStore(Protocol):
         ...
 
     async def relations_by_id(self, relation_ids: Sequence[str]) -> dict[str, ExtractedRelation]:
-        """The stored relations among ``relation_ids`` (ids not stored are left out)."""
+        """The stored relations among ``relation_ids`` (ids not stored are left out); an
+        id a reconcile absorbed gives its survivor (a stored id resolves forever)."""
         ...
 
     async def entities(self, entity_ids: Sequence[str]) -> dict[str, EntityContext]:
@@ -200,7 +212,8 @@ class RelationStore(Protocol):
         ...
 
     async def folded(self, input_ids: Sequence[str]) -> dict[str, str]:
-        """Input id -> stored id, for the ids an applied batch already folded in."""
+        """Input id -> stored id, for the ids an applied batch already folded in (a stored
+        id a reconcile absorbed since: its survivor)."""
         ...
 
     async def apply_batch(self, batch: Batch, progress: Progress | None = None) -> ApplyResult:
@@ -231,7 +244,8 @@ class RelationStore(Protocol):
         ...
 
     def dump(self, progress: Progress | None = None) -> AsyncGenerator[ExtractedRelation, None]:
-        """Every stored relation, in the order stored, from one snapshot."""
+        """Every stored relation, in the order stored, from one snapshot (those an applied
+        reconcile absorbed are left out)."""
         ...
 
     async def batch(self, batch_id: str) -> BatchRecord | None:

@@ -289,7 +289,7 @@ class SqlRelationStore:
                 # finds it stored (unchanged, or refused), instead of failing on the index.
                 relations=[relation.relation_id for relation in batch.inserts],
             )
-            write = BatchWrite(db, batch.batch_id, "merge", versions)
+            write = BatchWrite(db, batch.batch_id, batch.kind, versions)
             try:
                 await self._run(write.begin, locks)
                 earlier = await self._run(write.already)
@@ -312,6 +312,8 @@ class SqlRelationStore:
                         await self._run(step, part)
                         if progress is not None:
                             progress(len(part))
+                if batch.absorbed:
+                    await self._run(write.absorb, dict(batch.absorbed))
                 await self._run(write.entities, list(batch.entities))
                 write.mapped_pairs(target_pairs.values())
                 for part in chunks(list(batch.mapping.items()), WRITE_CHUNK):
@@ -409,3 +411,11 @@ class SqlRelationStore:
 def _check_batch(batch: Batch) -> None:
     if not isinstance(batch.batch_id, str) or not batch.batch_id.strip():
         raise StoreError("a batch id must be a non-empty string")
+    if batch.absorbed:
+        survivors = {relation.relation_id for relation in batch.updates}
+        written = survivors | {relation.relation_id for relation in batch.inserts}
+        if not set(batch.absorbed.values()) <= survivors or set(batch.absorbed) & written:
+            raise StoreError(
+                f"batch {batch.batch_id!r}: each absorbed relation joins a survivor the "
+                "batch updates, and no survivor is absorbed"
+            )

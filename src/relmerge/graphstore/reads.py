@@ -23,6 +23,13 @@ from relmerge.graphstore.schema import (
 from relmerge.model import EntityContext, ExtractedRelation
 
 BATCH_COLUMNS = "seq, batch_id, kind, fingerprint, status, applied_at, undone_at, counts"
+# The ids an applied reconcile absorbed into another stored relation: kept, never read.
+ABSORBED = (
+    "SELECT m.input_id FROM relmerge_mapping m "
+    "JOIN relmerge_batches b ON b.seq = m.batch_seq "
+    "WHERE b.kind = 'reconcile' AND b.status = 'applied'"
+)
+RESOLVE_LIMIT = 64  # reconciles chained over one id: more means a cycle (never written)
 
 
 def _pairs_values(count: int) -> str:
@@ -67,7 +74,7 @@ def pair_relations_sql(count: int) -> str:
         f"WITH wanted (lo, hi) AS (VALUES {_pairs_values(count)}) "
         f"SELECT {_prefixed('r', RELATION_COLUMNS)} FROM wanted "
         "JOIN relmerge_relations r ON r.pair_lo = wanted.lo AND r.pair_hi = wanted.hi "
-        "ORDER BY r.row_seq"
+        f"WHERE r.relation_id NOT IN ({ABSORBED}) ORDER BY r.row_seq"
     )
 
 
@@ -89,8 +96,41 @@ def stored_rows(db: Db, relation_ids: Sequence[str]) -> dict[str, tuple[Any, ...
 
 
 def relations_by_id(db: Db, relation_ids: Sequence[str]) -> dict[str, ExtractedRelation]:
-    rows = stored_rows(db, relation_ids)
-    return {relation_id: row_relation(rows[relation_id]) for relation_id in rows}
+    """The stored relations asked for by id; an absorbed id gives its survivor."""
+    now = resolve(db, relation_ids)
+    rows = stored_rows(db, list(now.values()))
+    return {asked: row_relation(rows[now[asked]]) for asked in now if now[asked] in rows}
+
+
+def absorbed_into(db: Db, relation_ids: Sequence[str]) -> dict[str, str]:
+    """Absorbed id -> survivor id, for the ids among these an applied reconcile absorbed."""
+    found: dict[str, str] = {}
+    for part in chunks(list(dict.fromkeys(relation_ids))):
+        rows = db.query(
+            "SELECT m.input_id, m.relation_id FROM relmerge_mapping m "
+            "JOIN relmerge_batches b ON b.seq = m.batch_seq "
+            f"WHERE b.kind = 'reconcile' AND b.status = 'applied' "
+            f"AND m.input_id IN ({marks(len(part))})",
+            part,
+        )
+        found.update({absorbed: survivor for absorbed, survivor in rows if absorbed != survivor})
+    return found
+
+
+def resolve(db: Db, relation_ids: Sequence[str]) -> dict[str, str]:
+    """Each id -> the stored id that stands for it now (itself, unless a reconcile
+    absorbed it: then its survivor, through later reconciles too)."""
+    now = {relation_id: relation_id for relation_id in relation_ids}
+    if not now or not db.query(
+        "SELECT 1 FROM relmerge_batches WHERE kind = 'reconcile' AND status = 'applied' LIMIT 1"
+    ):
+        return now  # one look: most stores never had a reconcile applied
+    for _ in range(RESOLVE_LIMIT):
+        moved = absorbed_into(db, list(set(now.values())))
+        if not moved:
+            break
+        now = {asked: moved.get(current, current) for asked, current in now.items()}
+    return now
 
 
 def entities(db: Db, entity_ids: Sequence[str]) -> dict[str, EntityContext]:
@@ -118,7 +158,8 @@ def folded(db: Db, input_ids: Sequence[str]) -> dict[str, str]:
         for input_id, relation_id, seq in rows:
             if input_id not in found or found[input_id][0] < seq:
                 found[input_id] = (int(seq), relation_id)
-    return {input_id: relation_id for input_id, (_, relation_id) in found.items()}
+    now = resolve(db, [relation_id for _, relation_id in found.values()])
+    return {input_id: now[relation_id] for input_id, (_, relation_id) in found.items()}
 
 
 def batch_record(row: tuple[Any, ...]) -> BatchRecord:
@@ -166,7 +207,11 @@ def batch_decisions(db: Db, seq: int) -> list[dict[str, Any]]:
 
 def counts(db: Db) -> dict[str, int]:
     return {
-        "relations": int(db.scalar("SELECT count(*) FROM relmerge_relations")),
+        "relations": int(
+            db.scalar(
+                f"SELECT count(*) FROM relmerge_relations WHERE relation_id NOT IN ({ABSORBED})"
+            )
+        ),
         "pairs": int(db.scalar("SELECT count(*) FROM relmerge_pairs WHERE relation_count > 0")),
         "entities": int(db.scalar("SELECT count(*) FROM relmerge_entities")),
         "batches": int(db.scalar("SELECT count(*) FROM relmerge_batches WHERE status = 'applied'")),
@@ -185,7 +230,7 @@ def dump_page(db: Db, after: int, size: int) -> list[tuple[int, ExtractedRelatio
     pages: each page is an index range, however large the store)."""
     rows = db.query(
         f"SELECT row_seq, {RELATION_COLUMNS} FROM relmerge_relations WHERE row_seq > ? "
-        "ORDER BY row_seq LIMIT ?",
+        f"AND relation_id NOT IN ({ABSORBED}) ORDER BY row_seq LIMIT ?",
         [after, size],
     )
     return [(int(row[0]), row_relation(row[1:])) for row in rows]

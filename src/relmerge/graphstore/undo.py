@@ -43,6 +43,7 @@ class Change:
     item_id: str
     before: str | None  # None: inserted by the batch
     pair: Pair | None  # a relation's pair
+    op: str = "update"  # insert | update | absorb (a reconcile: the row was kept)
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,14 @@ def plan(db: Db, batch_id: str) -> UndoPlan:
                 "`relmerge store info URL` lists the last batches"
             )
         rows = db.query(
-            "SELECT kind, item_id, before, after FROM relmerge_changes "
+            "SELECT kind, item_id, before, after, op FROM relmerge_changes "
             "WHERE batch_seq = ? ORDER BY position",
             [record.seq],
         )
     first: dict[tuple[str, str], Change] = {}
-    for kind, item_id, before, after in rows:
+    for kind, item_id, before, after, op in rows:
         if (kind, item_id) not in first:
-            first[(kind, item_id)] = Change(kind, item_id, before, _pair(kind, after))
+            first[(kind, item_id)] = Change(kind, item_id, before, _pair(kind, after), op)
     return UndoPlan(record, tuple(first.values()))
 
 
@@ -107,10 +108,14 @@ def refuse_if_later(db: Db, undo: UndoPlan) -> None:
 
 def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
     """Write the before images back, delete what was inserted, mark the batch undone,
-    commit. Returns (relations removed, relations restored)."""
+    commit. Returns (relations removed, relations restored). A relation a reconcile
+    absorbed was kept as it was: it counts in its pair again (the reads see it again as
+    the batch is marked undone)."""
     deltas: dict[Pair, int] = {}
-    removed = [c for c in undo.changes if c.kind == "relation" and c.before is None]
-    restored = [c for c in undo.changes if c.kind == "relation" and c.before is not None]
+    relations = [c for c in undo.changes if c.kind == "relation"]
+    removed = [c for c in relations if c.before is None]
+    absorbed = [c for c in relations if c.op == "absorb"]
+    restored = [c for c in relations if c.before is not None and c.op != "absorb"]
     db.executemany(
         "DELETE FROM relmerge_relations WHERE relation_id = ?", [(c.item_id,) for c in removed]
     )
@@ -120,9 +125,10 @@ def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
         "name = ?, description = ?, attributes = ?, source_chunk_ids = ? WHERE relation_id = ?",
         [update_values(json_relation(c.before)) for c in restored if c.before is not None],
     )
-    for change in removed + restored:
+    for change in removed + restored + absorbed:
         assert change.pair is not None
-        deltas[change.pair] = deltas.get(change.pair, 0) - (change.before is None)
+        step = 1 if change.op == "absorb" else -(change.before is None)
+        deltas[change.pair] = deltas.get(change.pair, 0) + step
     entities = [c for c in undo.changes if c.kind == "entity"]
     db.executemany(
         "DELETE FROM relmerge_entities WHERE entity_id = ?",
@@ -138,4 +144,4 @@ def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
         [now(), undo.record.seq],
     )
     db.commit()
-    return len(removed), len(restored)
+    return len(removed), len(restored) + len(absorbed)

@@ -198,6 +198,25 @@ class BatchWrite:
         self.db.executemany(_LOG, self._pending_log)
         self.counts["updated"] += len(values)
 
+    def absorb(self, absorbed: Mapping[str, str]) -> None:
+        """Stored relations folded into a survivor (a reconcile): kept as they are, logged
+        (``absorb``, for undo), and no longer counted in their pair."""
+        self._pending_log = []
+        stored = stored_rows(self.db, list(absorbed))
+        missing = [relation_id for relation_id in absorbed if relation_id not in stored]
+        if missing:
+            raise StoreError(
+                f"batch {self.batch_id!r} absorbs relation(s) that are not stored "
+                f"({_some(missing)})"
+            )
+        for relation_id in absorbed:
+            relation = row_relation(stored[relation_id])
+            image = relation_json(relation)
+            self._log("relation", relation_id, "absorb", image, image)
+            self._touch(relation_pair(relation), -1)
+        self.db.executemany(_LOG, self._pending_log)
+        self.counts["absorbed"] += len(absorbed)
+
     def entities(self, profiles: Sequence[EntityContext]) -> None:
         """Entity profiles added or replaced (the last of an id wins); logged like
         relations so that undo restores them."""

@@ -14,10 +14,17 @@ proposes one survivor (the one stored first: the oldest id, the one others alrea
 point to) and the absorbed ids that would join it; the survivor's proposed record is
 its own with the absorbed ones folded in by the merge's "nothing lost" rule
 (``run/fold.folded_into``).
+
+``apply`` (``relmerge reconcile --apply``) writes a proposal as one logged batch of kind
+``reconcile``: the survivors updated, each absorbed id mapped to its survivor. Nothing
+is deleted: the store keeps the absorbed rows, its reads skip them and resolve their ids
+to the survivor, and ``relmerge store undo BATCH`` brings them back. It is refused when a
+relation of the proposal changed after it was read (run reconcile again).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -30,7 +37,8 @@ from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.features import batch_shared_names
 from relmerge.decide.memory import Remembered
-from relmerge.graphstore.base import Pair, RelationStore, relation_pair
+from relmerge.errors import StoreError
+from relmerge.graphstore.base import ApplyResult, Batch, Pair, RelationStore, relation_pair
 from relmerge.model import ExtractedRelation, StepIssue
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel, NoLanguageModel
@@ -55,6 +63,14 @@ class ReconcileOutput:
     clarifications: list[dict[str, Any]] = field(default_factory=list)
     issues: list[StepIssue] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    read: dict[str, ExtractedRelation] = field(default_factory=dict)  # clusters, as read
+
+    def batch_id(self) -> str:
+        """``reconcile-`` and a digest of what the proposal writes."""
+        digest = hashlib.sha256(orjson.dumps(sorted(self.mapping.items())))
+        for survivor in sorted(self.survivors, key=lambda r: r.relation_id):
+            digest.update(survivor.to_json() + b"\n")
+        return "reconcile-" + digest.hexdigest()[:24]
 
 
 class Reconcile:
@@ -146,6 +162,41 @@ class Reconcile:
         }
         return output
 
+    async def apply(self, output: ReconcileOutput) -> ApplyResult:
+        """Write ``output`` (a proposal of this store) as one batch of kind ``reconcile``;
+        applied at most once (the same proposal again is ``already_applied``)."""
+        batch_id = output.batch_id()
+        earlier = await self.store.batch(batch_id)
+        if earlier is not None and earlier.status == "applied":
+            return ApplyResult("already_applied", batch_id, earlier.counts)
+        if not output.mapping:
+            return ApplyResult("applied", batch_id)
+        pairs = sorted({relation_pair(r) for r in output.survivors})
+        states = await self.store.relations_for_pairs(pairs)
+        now = {r.relation_id: r for state in states.values() for r in state.relations}
+        moved = sorted(i for i, seen in output.read.items() if now.get(i) != seen)
+        if moved:
+            raise StoreError(
+                f"reconcile: {len(moved)} relation(s) of the proposal changed since it was "
+                f"read (e.g. {moved[0]!r}); run reconcile again"
+            )
+        batch = Batch(
+            batch_id,
+            {pair: state.version for pair, state in states.items()},
+            updates=list(output.survivors),
+            mapping=dict(output.mapping),
+            decisions=list(output.decisions),
+            fingerprint=batch_id,
+            absorbed=dict(output.mapping),
+        )
+        applied = await self.store.apply_batch(batch)
+        if applied.status == "conflict":
+            raise StoreError(
+                f"reconcile: {len(applied.conflicts)} pair(s) changed under another batch "
+                "meanwhile; run reconcile again"
+            )
+        return applied
+
 
 def _chunks(blocks: Sequence[list[ExtractedRelation]]) -> list[list[ExtractedRelation]]:
     """Whole blocks, about ``CHUNK_RELATIONS`` relations a chunk."""
@@ -170,6 +221,7 @@ def _propose(result: ChunkResult, chunk: list[ExtractedRelation], output: Reconc
             continue
         merged = ExtractedRelation.model_construct(**orjson.loads(data))
         output.survivors.append(folded_into(chunk[min(members)], merged))
+        output.read.update({chunk[m].relation_id: chunk[m] for m in members})
         output.mapping.update({absorbed: survivor for absorbed in ids[1:]})
     lines = [*result.exact_decisions, *result.semantic_decisions]
     output.decisions.extend(final_decision_lines(lines, final_of))

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, overload
 
+import numpy as np
+
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult, cluster_lead
 from relmerge.decide.canary import Canary
@@ -21,9 +23,17 @@ from relmerge.decide.features import RelationFeatures, relation_features
 from relmerge.decide.job import BlockJob, decide_blocks
 from relmerge.decide.lexicon import lexicon_for
 from relmerge.decide.memory import Remembered
-from relmerge.decide.merged import rule_fields
+from relmerge.decide.merged import DESCRIPTION_SEPARATOR, rule_fields
+from relmerge.decide.scores import Vectors
 from relmerge.decide.text import embedding_text
-from relmerge.model import Decision, EntityContext, IssueResolution, IssueSubject, StepIssue
+from relmerge.model import (
+    Decision,
+    EntityContext,
+    ExtractedRelation,
+    IssueResolution,
+    IssueSubject,
+    StepIssue,
+)
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.stages.exact import exact_key
@@ -81,10 +91,33 @@ class PreparedUnits:
     descriptions: UnitVectors
     names: UnitVectors
     embedded: list[bool]
+    lines: StoredLines | None = None  # a merge into a store: stored relations' lines
 
     @property
     def embedded_count(self) -> int:
         return sum(self.embedded)
+
+
+@dataclass
+class StoredLines:
+    """The description lines of stored relations (a merge into a store), each as a
+    relation of its own: a stored relation's description joins its members' (the "nothing
+    lost" rule), and a new relation is scored against each line as well, as one run
+    scores it against each member. ``rows``: unit index -> its lines' rows here."""
+
+    rows: dict[int, list[int]]
+    features: list[RelationFeatures]
+    descriptions: Vectors
+    names: Vectors
+
+
+def description_lines(relation: ExtractedRelation) -> list[ExtractedRelation]:
+    """A relation's description lines as relations (none when it has only one)."""
+    parts = [p.strip() for p in relation.description.split(DESCRIPTION_SEPARATOR)]
+    parts = [p for p in parts if p]
+    if len(parts) < 2:
+        return []
+    return [relation.model_copy(update={"description": part}) for part in parts]
 
 
 class LazyJobs(Sequence[BlockJob]):
@@ -204,7 +237,30 @@ class SemanticStage:
         descriptions = await embedding
         # Names repeat a lot ("related", "下辖"): each distinct name is embedded once.
         name_vectors = await embed_units(names, self.embedder, embedded, self.on_embedded)
-        return PreparedUnits(units, blocks, features, descriptions, name_vectors, embedded)
+        lines = await self._stored_lines(units, in_multi, name_vectors) if self.pinned else None
+        return PreparedUnits(units, blocks, features, descriptions, name_vectors, embedded, lines)
+
+    async def _stored_lines(
+        self, units: Sequence[Unit], in_multi: Sequence[bool], names: UnitVectors
+    ) -> StoredLines | None:
+        """The lines of the stored relations that share a block with a new one."""
+        rows: dict[int, list[int]] = {}
+        relations: list[ExtractedRelation] = []
+        name_rows: list[int] = []
+        for index, unit in enumerate(units):
+            if not (in_multi[index] and holds_pinned(unit, self.pinned)):
+                continue
+            found = description_lines(unit.relation)
+            rows[index] = list(range(len(relations), len(relations) + len(found)))
+            relations.extend(found)
+            name_rows.extend([index] * len(found))
+        if not relations:
+            return None
+        limit = self.config.embedding_description_chars
+        texts = [embedding_text(relation, limit) for relation in relations]
+        vectors = await embed_units(texts, self.embedder)
+        features = [relation_features(r, self.lexicon, self.shared_names) for r in relations]
+        return StoredLines(rows, features, vectors[range(len(texts))], names[name_rows])
 
     async def decide(self, prepared: PreparedUnits) -> SemanticOutcome:
         """Blocks → scores → tiers → LLM → merged units."""
@@ -251,7 +307,7 @@ class SemanticStage:
             self._entity(first.source_entity_id, first.source_entity_name),
             self._entity(first.target_entity_id, first.target_entity_name),
         )
-        return BlockJob(
+        job = BlockJob(
             local,
             [prepared.features[i] for i in members],
             prepared.descriptions[members],
@@ -259,6 +315,9 @@ class SemanticStage:
             known,
             entities,
         )
+        if prepared.lines is not None:
+            _add_lines(job, members, prepared.lines)
+        return job
 
     def _apply(
         self,
@@ -315,6 +374,21 @@ class SemanticStage:
                 fields = rule_fields([self.originals[i] for i in members], lead.relation)
             merged.append(merge_units(cluster_units, self.originals, fields, lead))
         return merged
+
+
+def _add_lines(job: BlockJob, members: Sequence[int], lines: StoredLines) -> None:
+    """The stored relations' lines of the block, as rows after its units' own."""
+    extra = [(local, lines.rows[i]) for local, i in enumerate(members) if lines.rows.get(i)]
+    if not extra:
+        return
+    start = len(job.units)
+    picked: list[int] = []
+    for local, rows in extra:
+        job.lines[local] = list(range(start + len(picked), start + len(picked) + len(rows)))
+        picked.extend(rows)
+    job.features = [*job.features, *(lines.features[r] for r in picked)]
+    job.descriptions = np.concatenate([job.descriptions, lines.descriptions[picked]])
+    job.names = np.concatenate([job.names, lines.names[picked]])
 
 
 def _count_merges(
