@@ -5,6 +5,10 @@ grouped by pair of entities and existing relations; a group of several goes to t
 one ``relation_cluster`` request (existing relations + all its candidates), a single check
 as the usual pairwise ``relation_judge``. Identical checks are asked once.
 
+A ``relation_cluster`` request carries the judge's canaries among its records
+(``relmerge.judge.canaries``); once they distrust the model, its answer is not applied
+and no group is asked: the checks go to the clarifier, saying why.
+
 The LLM endpoint is checked once before the first group is asked. A cluster request that
 gets no valid answer falls back to one pairwise question per check — unless the LLM could
 not be asked at all (unavailable, budget spent): asking again at once would only fail
@@ -19,6 +23,7 @@ from typing import Any
 
 from relmerge.decide.ask import ask_cluster
 from relmerge.decide.retry import GroupFailed
+from relmerge.judge.canaries import certain_pairs
 from relmerge.judge.checks import (
     JudgeContext,
     Judging,
@@ -98,14 +103,23 @@ async def _decide_group(
     ids = [item.new.relation_id for item in items] + [r.relation_id for r in items[0].olds]
     if len(items) == 1 or not judge.llm.available or len(set(ids)) != len(ids):
         return {i: await _single(judge, pending[i]) for i in members}
+    desk = judge.canary_desk
+    if desk.distrusted:
+        return {i: await judge.clarify(pending[i], desk.why.reason, desk.why) for i in members}
     before = judge.llm.stats.requests
     first = items[0]
     forward = (first.entities[0].entity_id, first.entities[1].entity_id)
     chars = judge.config.prompt_description_chars
     records = [directed_record(r, forward, chars) for r in first.olds]
     records += [directed_record(item.new, forward, chars) for item in items]
+    old_count = len(first.olds)
+    opened = [(old_count + position, item.pairs) for position, item in enumerate(items)]
+    certain = certain_pairs(old_count, opened)
+    mixed = desk.mix(records, certain)
     try:
-        outcome, _ = await ask_cluster(judge.llm, records, first.entities, judge.config)
+        outcome, _ = await ask_cluster(
+            judge.llm, mixed.records, first.entities, judge.config, canary=mixed.canary
+        )
     except GroupFailed as error:
         failure = failure_of(error)
         if not failure.failed:  # invalid answers: a pairwise question may do better
@@ -118,13 +132,21 @@ async def _decide_group(
             for i in members
         }
     spent = judge.llm.stats.requests - before
-    old_count = len(first.olds)
+    desk.add(mixed.answers(outcome), mixed=True)
+    if desk.distrusted:  # this request's canaries tipped it: its answer is not applied
+        return {
+            i: (await judge.clarify(pending[i], desk.why.reason, desk.why)).model_copy(
+                update={"llm_requests": spent}
+            )
+            for i in members
+        }
+    groups, unsures = mixed.real(outcome.groups), mixed.real(outcome.unsure)
     decided: dict[int, Verdict] = {}
     for position, index in enumerate(members):
         item = pending[index]
         record = old_count + position
-        group = next((g for g in outcome.groups if record in g), None)
-        unsure = next((g for g in outcome.unsure if record in g), None)
+        group = next((g for g in groups if record in g), None)
+        unsure = next((g for g in unsures if record in g), None)
         matches = [m for m in (group or []) if m < old_count]
         if matches:
             verdict = llm_merge(

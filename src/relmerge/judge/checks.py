@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.tiers import PairDecision
 from relmerge.errors import InputError
+from relmerge.judge.canaries import JudgeCanaries
 from relmerge.judge.outcome import LLMOutcome, NoLLMVerdict
 from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.providers.accounting import AccountingModel
@@ -73,7 +74,8 @@ class Verdict(BaseModel):
         "not_asked",
         description="What the LLM did: not_asked (the rules decided), not_configured, "
         "answered, unsure, or no verdict because it was unavailable (no answer after "
-        "retries, circuit breaker open), budget_spent, or invalid (no valid answer).",
+        "retries, circuit breaker open), budget_spent, invalid (no valid answer), or "
+        "distrusted (the model answered too few canary questions right).",
     )
     llm_error: str | None = Field(
         None, description="Why the LLM gave no verdict, when it failed (not when unsure)."
@@ -116,6 +118,7 @@ class Judging(Protocol):
 
     config: DeduplicateRelationsConfig
     llm: AccountingModel
+    canary_desk: JudgeCanaries
 
     async def rules(
         self, new: ExtractedRelation, olds: list[ExtractedRelation], context: JudgeContext

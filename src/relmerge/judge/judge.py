@@ -25,6 +25,7 @@ a reason "LLM unavailable: …"), never passed off as an unsure LLM.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings
 from relmerge.decide.ask import ask_judge
@@ -37,6 +38,7 @@ from relmerge.decide.retry import GroupFailed
 from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import PairDecision
 from relmerge.judge.batch import check_batch
+from relmerge.judge.canaries import WINDOW, JudgeCanaries, certain_pairs
 from relmerge.judge.checks import (
     KEEP_REASONS,
     JudgeContext,
@@ -79,6 +81,7 @@ class RelationJudge:
         config: DeduplicateRelationsConfig | None = None,
         clarifier: Clarifier | None = None,
         memory: AnswerMemory | None = None,
+        canary_window: int = WINDOW,
     ) -> None:
         self.config = config or DeduplicateRelationsConfig()
         # No run limits: a budget or a breaker of a run would outlive it in an app.
@@ -94,6 +97,14 @@ class RelationJudge:
         self.lexicon = lexicon_for(self.config)
         self._llm_check = Preflight(self.llm)
         self._embedder_check = Preflight(self.embedder)
+        self.canary_desk = JudgeCanaries(self.config, canary_window)
+
+    @property
+    def canaries(self) -> dict[str, Any]:
+        """How the model answered its canary questions over the latest ``canary_window``
+        answers (``relmerge.judge.canaries``): counts, agreement, whether it is distrusted
+        (then no LLM merge is applied: checks go to the clarifier, saying why)."""
+        return self.canary_desk.figures()
 
     @property
     def preflight_requests(self) -> int:
@@ -188,11 +199,26 @@ class RelationJudge:
             return await self.clarify(
                 pending, pending.reason, NoLLMVerdict("not_configured", pending.reason)
             )
+        if self.canary_desk.distrusted:
+            why = self.canary_desk.why
+            return await self.clarify(pending, why.reason, why)
         await self.preflight_llm()
         verdict = await self._ask_llm(pending.new, pending.olds, pending.pairs, pending.entities)
+        if isinstance(verdict, Verdict) or verdict.outcome == "unsure":
+            await self._canary_after(pending)
+        if self.canary_desk.distrusted:  # this check's canary tipped it: not applied
+            why = self.canary_desk.why
+            return await self.clarify(pending, why.reason, why)
         if isinstance(verdict, Verdict):
             return verdict.model_copy(update={"llm_outcome": "answered"})
         return await self.clarify(pending, verdict.reason, verdict)
+
+    async def _canary_after(self, pending: PendingCheck) -> None:
+        forward = (pending.entities[0].entity_id, pending.entities[1].entity_id)
+        chars = self.config.prompt_description_chars
+        records = [directed_record(r, forward, chars) for r in [*pending.olds, pending.new]]
+        certain = certain_pairs(len(pending.olds), [(len(pending.olds), pending.pairs)])
+        await self.canary_desk.after_pairwise(self.llm, records, certain, pending.entities)
 
     async def _ask_llm(
         self,

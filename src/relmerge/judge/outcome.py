@@ -21,6 +21,7 @@ LLMOutcome = Literal[
     "unavailable",  # no answer came back (after retries), or the circuit breaker is open
     "budget_spent",  # the LLM budget was spent before the question could be asked
     "invalid",  # answers came back, none of them valid
+    "distrusted",  # the model failed its canaries (judge.canaries): not asked, not applied
 ]
 
 UNAVAILABLE_PREFIX = "LLM unavailable: "
