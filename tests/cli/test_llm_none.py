@@ -24,6 +24,9 @@ VALUES = {
     "--max-llm-requests": "100",
     "--max-tokens": "10000",
     "--llm-breaker-groups": "3",
+    "--llm-price-in": "0.5",
+    "--llm-price-out": "1.5",
+    "--llm-pack-tokens": "8000",
 }
 
 
