@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.decide.retry import FAILED, Attempts, GroupFailed, ask_validated
+from relmerge.decide.retry import (
+    FAILED,
+    UNAVAILABLE,
+    Attempts,
+    GroupFailed,
+    ask_validated,
+    report_unreachable,
+)
 from relmerge.errors import InvalidAnswerError
 from relmerge.model import EntityContext
 from relmerge.prompts import cluster_many
@@ -148,6 +155,9 @@ class Packer:
                     Attempts(min(PACK_ATTEMPTS, config.max_attempts)),
                 )
         except GroupFailed as failure:
+            if failure.code == UNAVAILABLE:  # the circuit breaker counts blocks, not packs
+                for _ in pack[1:]:
+                    report_unreachable(self.llm)
             for question in pack:
                 if failure.code == FAILED:  # no valid answer: each block asks alone
                     question.future.set_result(Packed(None, None, failure.reason))
