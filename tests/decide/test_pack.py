@@ -205,3 +205,20 @@ def test_a_missing_block_is_that_block_invalid() -> None:
     first, second = cluster_many.validate_answer(answer, parts())
     assert not isinstance(first, InvalidAnswerError) and first.groups == []
     assert isinstance(second, InvalidAnswerError) and "no entry for block b2" in str(second)
+
+
+async def test_each_blocks_canaries_ride_in_its_own_part() -> None:
+    """With canaries, every block of a pack carries its own canary records, read among its
+    own records: a model that groups them right is counted right, and nothing changes."""
+    llm = ScriptedLLM(merge_each_block)
+    config = {**PACKED, "canaries": 0.05}
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **config)
+    assert [r.task for r in llm.requests] == ["relation_cluster_many"]
+    sent = orjson.loads(llm.requests[0].messages[1].content.split("```json\n")[1].split("\n```")[0])
+    for block in sent:
+        ids = [r["relation_id"] for r in block["records"]]
+        prefix = f"k{block['block'][1]}_"
+        assert len(ids) > len([r for r in RECORDS if r["relation_id"].startswith(prefix)])
+    canaries = output.result["canaries"]
+    assert canaries["asked"] >= 3 and canaries["right"] == canaries["answered"] > 0
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
