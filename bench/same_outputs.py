@@ -139,6 +139,20 @@ def matrix() -> list[Run]:
             SMALL_CHUNKS,
         ),
         Run(
+            "dev-gold-packed-chunks-inprocess",  # issue 27: packed requests, any engine
+            _dev_input,
+            [*dev, *hash_, "--workers", "0", "--llm-pack-tokens", "8000"],
+            _dev_gold,
+            SMALL_CHUNKS,
+        ),
+        Run(
+            "dev-gold-packed-chunks-workers2",
+            _dev_input,
+            [*dev, *hash_, "--workers", "2", "--llm-pack-tokens", "8000"],
+            _dev_gold,
+            SMALL_CHUNKS,
+        ),
+        Run(
             "dev-gold-chunks-default-engine",  # worker processes, as the run chooses them
             _dev_input,
             [*dev, *hash_],

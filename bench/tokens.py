@@ -3,13 +3,15 @@ tokens per relation, and pair F1, with the gold-answering judge of ``judge_serve
 counting what it receives over real HTTP.
 
     python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
+                           [--pack-tokens 0 4000 ...]
 
 Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
 Each row is one run of the step (a memory store, the default settings, no cache) with
 the OpenAI-compatible client against a fresh server. Tokens are the server's estimate
 (``judge_server.estimated_tokens``: ~4 characters a token) and, beside them, the run's own
 count from the server's ``usage`` (``cost`` of the result): they must agree. Prints one
-row per set, the totals, and one JSON line: the baseline to compare packed requests with.
+row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
+per question, side by side), and one JSON line with every figure.
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stores.memory import MemoryStore
 
 
-async def run_set(data: Labelled, embedder: EmbeddingModel, error_rate: float) -> dict[str, Any]:
+async def run_set(
+    data: Labelled,
+    embedder: EmbeddingModel,
+    error_rate: float,
+    pack_tokens: int = 0,
+    pack_records: int = 60,
+) -> dict[str, Any]:
     """One run of ``data`` against a fresh gold judge server, and what it cost."""
     store = MemoryStore()
     keys = []
@@ -41,7 +49,11 @@ async def run_set(data: Labelled, embedder: EmbeddingModel, error_rate: float) -
         store.objects[key] = json.dumps(record).encode()
         keys.append(key)
     config = DeduplicateRelationsConfig(
-        decisions_key=None, clarifications_key=None, rejected_key=None
+        decisions_key=None,
+        clarifications_key=None,
+        rejected_key=None,
+        llm_pack_tokens=pack_tokens,
+        llm_pack_records=pack_records,
     )
     with JudgeServer(GoldJudge(data.gold, error_rate)) as server:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
@@ -65,6 +77,7 @@ async def run_set(data: Labelled, embedder: EmbeddingModel, error_rate: float) -
     cost = output.result["cost"]
     return {
         "set": data.name,
+        "pack_tokens": pack_tokens,
         "relations": len(data.records),
         "requests": requests,
         "requests_per_relation": round(requests / relations, 4),
@@ -79,12 +92,12 @@ async def run_set(data: Labelled, embedder: EmbeddingModel, error_rate: float) -
 
 def show(rows: list[dict[str, Any]]) -> None:
     print(
-        f"{'set':<38}{'relations':>10}{'requests':>9}{'req/rel':>9}{'chars/rel':>11}"
+        f"{'set':<38}{'pack':>6}{'relations':>10}{'requests':>9}{'req/rel':>9}{'chars/rel':>11}"
         f"{'tokens/rel':>11}{'chars/req':>10}{'pair F1':>9}"
     )
     for row in rows:
         print(
-            f"{row['set']:<38}{row['relations']:>10}{row['requests']:>9}"
+            f"{row['set']:<38}{row['pack_tokens']:>6}{row['relations']:>10}{row['requests']:>9}"
             f"{row['requests_per_relation']:>9.3f}{row['prompt_chars_per_relation']:>11.1f}"
             f"{row['prompt_tokens_per_relation']:>11.1f}{row['chars_per_request']:>10}"
             f"{row['pair_f1']:>9.3f}"
@@ -102,7 +115,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     for data in all_sets(args.dev):
         if args.only and not any(part in data.name for part in args.only):
             continue
-        rows.append(await run_set(data, embedder, args.error_rate))
+        for pack in args.pack_tokens:
+            rows.append(await run_set(data, embedder, args.error_rate, pack, args.pack_records))
     return rows
 
 
@@ -111,6 +125,10 @@ def main() -> None:
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--embedding", choices=("use", "hash"), default="use")
     parser.add_argument("--error-rate", type=float, default=0.0)
+    parser.add_argument(
+        "--pack-tokens", type=int, nargs="+", default=[0], help="llm_pack_tokens values to run"
+    )
+    parser.add_argument("--pack-records", type=int, default=60, help="llm_pack_records")
     parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")
     args = parser.parse_args()
     rows = asyncio.run(main_async(args))

@@ -229,6 +229,17 @@ class DeduplicateRelationsConfig(Settings):
         "answers never count), no more LLM requests are sent; the groups left keep their "
         "records with the issue llm_unavailable.",
     )
+    # Packed requests (relmerge.decide.pack): several blocks' questions in one request.
+    llm_pack_tokens: int = Field(
+        0,
+        ge=0,
+        description="Pack the first questions of a chunk's blocks into relation_cluster_many "
+        "requests of at most this many prompt tokens of records and profiles (~4 characters "
+        "a token; the instructions are sent once per request). 0: one request per question.",
+    )
+    llm_pack_records: int = Field(
+        60, ge=2, description="Records (all blocks together) in one packed request at most."
+    )
     # Canary questions (relmerge.decide.canary): the run measures its own LLM.
     canaries: float = Field(
         0.05,

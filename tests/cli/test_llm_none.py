@@ -25,7 +25,8 @@ VALUES = {
     "--max-tokens": "10000",
     "--llm-breaker-groups": "3",
     "--llm-price-in": "0.5",
-    "--llm-price-out": "2",
+    "--llm-price-out": "1.5",
+    "--llm-pack-tokens": "8000",
 }
 
 

@@ -17,10 +17,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from relmerge.prompts import cluster_relations, judge_pair, merge_relations
+from relmerge.prompts import cluster_many, cluster_relations, judge_pair, merge_relations
 
 SCHEMAS = {
     "relation_cluster": cluster_relations.SCHEMA,
+    "relation_cluster_many": cluster_many.SCHEMA,
     "relation_judge": judge_pair.SCHEMA,
     "relation_merge": merge_relations.SCHEMA,
 }
@@ -48,6 +49,30 @@ EXAMPLES = {
             "unsure": [["r4", "r5"]],
         },
         {"mapping_table": {}},
+    ],
+    "relation_cluster_many": [
+        {
+            "blocks": [
+                {
+                    "block": "b1",
+                    "relation_list": [
+                        {
+                            "relation_id": "r1",
+                            "Node1": "A",
+                            "Node2": "B",
+                            "Relation": "capital of",
+                            "Type": "spatial",
+                            "Description": "A is the capital of B.",
+                            "Attr": {},
+                        }
+                    ],
+                    "mapping_table": {"r1": ["r1", "r2"]},
+                    "unsure": [["r4", "r5"]],
+                },
+                {"block": "b2", "mapping_table": {}},
+            ]
+        },
+        {"blocks": []},
     ],
     "relation_judge": [
         {"verdict": "merge", "reason": "Same fact.", "duplicate_of": "existing_1"},

@@ -75,6 +75,14 @@ _OPTIONS = [
         "invalid and asked again.",
     ),
     click.option(
+        "--llm-pack-tokens",
+        type=click.IntRange(min=0),
+        metavar="N",
+        help="Pack the first questions of a chunk's blocks into one request of at most N "
+        "prompt tokens of records and profiles, the instructions sent once; 0 asks each "
+        "question alone [0].",
+    ),
+    click.option(
         "--startup-wait",
         type=click.FloatRange(min=0),
         metavar="SECONDS",
@@ -130,6 +138,7 @@ NEEDS_LLM = {
     "response_format": "--response-format",
     "llm_timeout": "--llm-timeout",
     "llm_max_answer_tokens": "--llm-max-answer-tokens",
+    "llm_pack_tokens": "--llm-pack-tokens",
     "llm_requests_per_minute": "--llm-requests-per-minute",
     "llm_price_in": "--llm-price-in",
     "llm_price_out": "--llm-price-out",
@@ -171,7 +180,11 @@ def resolve_options(
     file_config = load_toml_config(config_path) if config_path else FileConfig()
     return resolve_settings(
         file_config,
-        {**step_overrides, "max_answer_tokens": options.get("llm_max_answer_tokens")},
+        {
+            **step_overrides,
+            "max_answer_tokens": options.get("llm_max_answer_tokens"),
+            "llm_pack_tokens": options.get("llm_pack_tokens"),
+        },
         {
             "provider": options.get("llm_provider"),
             "base_url": options.get("llm_base_url"),
@@ -205,6 +218,7 @@ OPTION_NAMES: dict[str, dict[str, str]] = {
         "llm_breaker_groups": "--llm-breaker-groups",
         "canaries": "--canaries",
         "max_answer_tokens": "--llm-max-answer-tokens",
+        "llm_pack_tokens": "--llm-pack-tokens",
     },
     "llm": {
         "provider": "--llm",

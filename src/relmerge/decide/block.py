@@ -26,10 +26,11 @@ from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
+from relmerge.decide.pack import Packed, Ticket
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision, EntityContext
-from relmerge.prompts import cluster_relations, judge_pair
+from relmerge.prompts import cluster_many, cluster_relations, judge_pair
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import directed_record
 from relmerge.providers.base import LanguageModel, LLMResult
@@ -97,6 +98,7 @@ class _Block:
     scores: dict[tuple[int, int], dict[str, float]]
     symmetric: Sequence[bool]
     certain: Sequence[CertainPair] = ()  # pairs to mix into its requests as canaries
+    ticket: Ticket | None = None  # its first question may go in a packed request
 
 
 @dataclass
@@ -191,6 +193,11 @@ class BlockDecider:
         self._limit = limit
         self.memory = memory
 
+    @property
+    def limit(self) -> asyncio.Semaphore:
+        """The bound on the LLM requests in flight (a packer shares it)."""
+        return self._limit
+
     def _ids(self, units: Sequence[Unit]) -> list[str]:
         return member_ids(units, self.originals)
 
@@ -200,8 +207,10 @@ class BlockDecider:
         pairs: Sequence[PairDecision],
         entities: tuple[EntityContext, EntityContext],
         symmetric: Sequence[bool] = (),
+        ticket: Ticket | None = None,
     ) -> BlockResult:
-        """``symmetric`` flags each unit whose name is symmetric (see :func:`cluster_lead`)."""
+        """``symmetric`` flags each unit whose name is symmetric (see :func:`cluster_lead`);
+        ``ticket``: the block's first question may be packed with others (``decide.pack``)."""
         pairs = remembered(pairs, [u.relation for u in units], entities, self.memory)
         hard = [(p.a, p.b) for p in pairs if p.verdict == "keep" and p.hard]
         scores = {(p.a, p.b): p.scores for p in pairs}
@@ -254,7 +263,7 @@ class BlockDecider:
         certain: list[CertainPair] = []
         if self.config.canaries > 0:
             certain = certain_pairs(units, pairs, self.originals)
-        block = _Block(units, entities, scores, symmetric, certain)
+        block = _Block(units, entities, scores, symmetric, certain, ticket)
         return await self._ask(block, rounds, result)
 
     async def _ask(self, block: _Block, rounds: _Rounds, result: BlockResult) -> BlockResult:
@@ -397,7 +406,7 @@ class BlockDecider:
             )
         try:
             records = [record for record, _ in shown]
-            answer = await self._answer(records, block.entities, attempts, mixed)
+            answer = await self._answer(records, block, attempts, mixed)
         finally:
             if mixed is None or not mixed.checks:
                 result.bare_questions += attempts.used
@@ -435,14 +444,25 @@ class BlockDecider:
     async def _answer(
         self,
         records: list[dict[str, Any]],
-        entities: tuple[EntityContext, EntityContext],
+        block: _Block,
         attempts: Attempts,
         mixed: Mixed | None = None,
     ) -> _Answer:
         """The LLM's validated answer about ``records``: a pairwise verdict for two
         (``relation_judge``), a mapping table for more (``relation_cluster``); groups
         and unsure groups as positions in ``records``. With canaries (``mixed``) it is
-        always a mapping table, read among the real records (see ``canary_mix``)."""
+        always a mapping table, read among the real records (see ``canary_mix``). The
+        block's first question may be answered as part of a packed request instead."""
+        entities = block.entities
+        ticket = block.ticket
+        if ticket is not None and (packer := ticket.take()) is not None:
+            checked = mixed is not None and bool(mixed.checks)
+            sent = mixed.records if mixed is not None and checked else records
+            canary = mixed.canary if mixed is not None and checked else {}
+            part = await packer.ask(ticket.index, sent, entities, canary)
+            packed = self._packed(part, len(records), attempts, mixed if checked else None)
+            if packed is not None:
+                return packed
         async with self._limit:
             if mixed is not None and mixed.checks:
                 return await self._answer_mixed(mixed, len(records), entities, attempts)
@@ -467,6 +487,27 @@ class BlockDecider:
                 result,
                 cluster_relations.PROMPT,
             )
+
+    def _packed(
+        self, part: Packed | None, real: int, attempts: Attempts, mixed: Mixed | None
+    ) -> _Answer | None:
+        """A block's part of a packed answer as its own answer would be; None when the
+        block asks alone: it was alone in its pack, or its part was invalid (the packed
+        request counts as one of its attempts)."""
+        if part is None:
+            return None
+        attempts.take()
+        if part.outcome is None or part.result is None:
+            if attempts.left == 0:
+                raise GroupFailed(part.problem, invalid_answers=1)
+            return None
+        outcome = part.outcome
+        groups, unsure, canaries = outcome.groups, outcome.unsure, []
+        if mixed is not None:
+            groups, unsure = mixed.real(groups), mixed.real(unsure)
+            canaries = mixed.answers(outcome)
+        fields = outcome.fields if real > 2 else {}
+        return _Answer(groups, unsure, fields, None, part.result, cluster_many.PROMPT, canaries)
 
     async def _answer_mixed(
         self,

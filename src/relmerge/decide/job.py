@@ -15,6 +15,7 @@ from itertools import combinations, product
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult
 from relmerge.decide.features import RelationFeatures
+from relmerge.decide.pack import Packer, Ticket
 from relmerge.decide.scores import BlockScores, Vectors
 from relmerge.decide.tiers import Orientation, PairDecision, decide_pair
 from relmerge.model import EntityContext, ExtractedRelation
@@ -122,10 +123,13 @@ def score_block(job: BlockJob, config: DeduplicateRelationsConfig) -> list[PairD
     )
 
 
-async def decide_block(job: BlockJob, decider: BlockDecider) -> BlockResult:
-    """Score the block's pairs, then cluster and ask (``decider``) what the tiers left."""
+async def decide_block(
+    job: BlockJob, decider: BlockDecider, ticket: Ticket | None = None
+) -> BlockResult:
+    """Score the block's pairs, then cluster and ask (``decider``) what the tiers left;
+    ``ticket``: its first question goes to the chunk's packer (``decide.pack``)."""
     pairs = score_block(job, decider.config)
-    return await decider.decide(job.units, pairs, job.entities, job.symmetric)
+    return await decider.decide(job.units, pairs, job.entities, job.symmetric, ticket)
 
 
 async def decide_blocks(
@@ -136,11 +140,25 @@ async def decide_blocks(
 
     A job is built when its block starts (``jobs`` may be lazy): blocks that never wait
     for an LLM are decided one after the other, and only the block being decided holds
-    its vectors. The decider's semaphore bounds the LLM requests in flight."""
+    its vectors. The decider's semaphore bounds the LLM requests in flight. With
+    ``llm_pack_tokens``, the blocks' first questions are packed (``decide.pack``)."""
+    config = decider.config
+    packer = None
+    if config.llm_pack_tokens > 0 and decider.llm.available and len(jobs) > 1:
+        packer = Packer(decider.llm, config, decider.limit, len(jobs))
 
     async def one(index: int) -> BlockResult:
-        result = await decide_block(jobs[index], decider)
+        ticket = packer.ticket(index) if packer is not None else None
+        try:
+            result = await decide_block(jobs[index], decider, ticket)
+        finally:
+            if ticket is not None:
+                ticket.release()
         on_done(1)
         return result
 
-    return list(await asyncio.gather(*(one(index) for index in range(len(jobs)))))
+    try:
+        return list(await asyncio.gather(*(one(index) for index in range(len(jobs)))))
+    finally:
+        if packer is not None:
+            packer.close()

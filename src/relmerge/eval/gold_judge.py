@@ -1,4 +1,4 @@
-"""``GoldJudge``: a model that answers the three tasks from gold clusters, with noise.
+"""``GoldJudge``: a model that answers the tasks from gold clusters, with noise.
 
 It lets routing, cost and clustering be measured without a paid LLM: with
 ``error_rate=p`` a judge verdict flips with probability p, and in cluster/merge answers
@@ -113,6 +113,13 @@ class GoldJudge:
         return result
 
     def answer(self, task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+        if task == "relation_cluster_many":  # records: the blocks, each answered alone
+            return {
+                "blocks": [
+                    {"block": block["block"], **self.answer("relation_cluster", block["records"])}
+                    for block in records
+                ]
+            }
         rng = self._rng(task, records)
         if task == "relation_judge":
             candidate = next(r for r in records if r.get("role") == "candidate")

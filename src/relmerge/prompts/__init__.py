@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from relmerge.prompts import cluster_relations, judge_pair, merge_relations
+from relmerge.prompts import cluster_many, cluster_relations, judge_pair, merge_relations
 
 
 class PromptModule(Protocol):
@@ -23,7 +23,14 @@ class PromptModule(Protocol):
 
 
 PROMPTS: dict[str, PromptModule] = {
-    module.TASK: module for module in (merge_relations, cluster_relations, judge_pair)
+    module.TASK: module for module in (merge_relations, cluster_relations, cluster_many, judge_pair)
 }
 
-__all__ = ["PROMPTS", "PromptModule", "cluster_relations", "judge_pair", "merge_relations"]
+__all__ = [
+    "PROMPTS",
+    "PromptModule",
+    "cluster_many",
+    "cluster_relations",
+    "judge_pair",
+    "merge_relations",
+]

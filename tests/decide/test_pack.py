@@ -1,0 +1,224 @@
+"""Packed requests (``decide.pack``, task ``relation_cluster_many``): several blocks' first
+questions in one request, each block answered among its own records only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from relmerge.errors import InvalidAnswerError
+from relmerge.model import EntityContext
+from relmerge.prompts import cluster_many
+from relmerge.providers.base import LLMRequest
+from relmerge.providers.embedding import HashEmbedder
+from relmerge.providers.fake import ScriptedLLM
+from tests.factories import record, run_step, step_log
+
+LLM_ONLY: dict[str, Any] = {"auto_merge_cosine": None, "auto_keep_cosine": -1.0, "canaries": 0}
+PACKED: dict[str, Any] = {**LLM_ONLY, "llm_pack_tokens": 8000}
+
+
+def block_records(block: int, size: int) -> list[dict[str, Any]]:
+    """``size`` relations between one pair of entities of its own (block ``block``)."""
+    return [
+        record(
+            f"k{block}_{i}",
+            source_entity_id=f"e_src{block}",
+            target_entity_id=f"e_dst{block}",
+            source_entity_name=f"Source {block}",
+            target_entity_name=f"Target {block}",
+            name=["leads", "heads", "runs"][i % 3],
+            description=f"Source {block} {['leads', 'heads', 'runs'][i % 3]} Target {block}.",
+        )
+        for i in range(size)
+    ]
+
+
+RECORDS = block_records(1, 3) + block_records(2, 2) + block_records(3, 3)
+
+
+def merge_each_block(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every block's records state one fact; per question as per pack."""
+    if request.task == "relation_cluster_many":
+        return {"blocks": [{"block": b["block"], **merge_all(b["records"])} for b in records]}
+    if request.task == "relation_judge":
+        existing = next(r for r in records if r["role"] == "existing")
+        return {"verdict": "merge", "reason": "same", "duplicate_of": existing["relation_id"]}
+    return merge_all(records)
+
+
+def merge_all(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ids = [r["relation_id"] for r in records]
+    return {"mapping_table": {ids[0]: ids}}
+
+
+def groups(mapping: dict[str, str]) -> set[frozenset[str]]:
+    by: dict[str, set[str]] = {}
+    for relation_id, merged in mapping.items():
+        by.setdefault(merged, set()).add(relation_id)
+    return {frozenset(g) for g in by.values()}
+
+
+EACH_BLOCK = {
+    frozenset(r["relation_id"] for r in RECORDS if r["relation_id"][1] == b) for b in "123"
+}
+
+
+async def test_one_packed_request_merges_within_each_block() -> None:
+    llm = ScriptedLLM(merge_each_block)
+    output, _, store = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
+    assert [r.task for r in llm.requests] == ["relation_cluster_many"]
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
+    sent = orjson.loads(llm.requests[0].messages[1].content.split("```json\n")[1].split("\n```")[0])
+    assert [b["block"] for b in sent] == ["b1", "b2", "b3"]  # block order
+    assert [b["entities"]["A"]["name"] for b in sent] == ["Source 1", "Source 2", "Source 3"]
+    decisions = [orjson.loads(x) for x in step_log(store, "decisions.jsonl").splitlines()]
+    assert any(d.get("prompt") == cluster_many.PROMPT for d in decisions)
+
+
+async def test_packing_off_asks_each_question_alone() -> None:
+    llm = ScriptedLLM(merge_each_block)
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **LLM_ONLY)
+    assert sorted(r.task for r in llm.requests) == [
+        "relation_cluster",
+        "relation_cluster",
+        "relation_judge",
+    ]
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
+
+
+async def test_packed_and_per_question_write_the_same_relations() -> None:
+    alone, _, _ = await run_step(
+        RECORDS, ScriptedLLM(merge_each_block), embedder=HashEmbedder(), **LLM_ONLY
+    )
+    packed, _, _ = await run_step(
+        RECORDS, ScriptedLLM(merge_each_block), embedder=HashEmbedder(), **PACKED
+    )
+    assert alone.relation_id_mapping == packed.relation_id_mapping
+    assert [r.model_dump() for r in alone.relations] == [r.model_dump() for r in packed.relations]
+
+
+async def test_a_tiny_budget_packs_nothing() -> None:
+    llm = ScriptedLLM(merge_each_block)
+    await run_step(RECORDS, llm, embedder=HashEmbedder(), **{**LLM_ONLY, "llm_pack_tokens": 1})
+    assert "relation_cluster_many" not in {r.task for r in llm.requests}
+    assert len(llm.requests) == 3
+
+
+def cross_block(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Packed: block b1 also maps a record of block b2 (never allowed); alone: merge."""
+    answer = merge_each_block(request, records)
+    if request.task == "relation_cluster_many":
+        first, second = answer["blocks"][0], answer["blocks"][1]
+        key = next(iter(first["mapping_table"]))
+        first["mapping_table"][key].append(next(iter(second["mapping_table"])))
+    return answer
+
+
+async def test_a_merge_across_blocks_is_refused_and_that_block_asked_alone() -> None:
+    llm = ScriptedLLM(cross_block)
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
+    assert [r.task for r in llm.requests] == ["relation_cluster_many", "relation_cluster"]
+    alone = {
+        r["relation_id"]
+        for r in orjson.loads(
+            llm.requests[1].messages[1].content.split("```json\n")[1].split("\n```")[0]
+        )
+    }
+    assert alone == {"k1_0", "k1_1", "k1_2"}
+    assert groups(output.relation_id_mapping) == EACH_BLOCK  # nothing across, nothing lost
+
+
+def second_block_broken(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+    answer = merge_each_block(request, records)
+    if request.task == "relation_cluster_many":
+        answer["blocks"][1]["mapping_table"] = {"nope": ["k9_9"]}
+    return answer
+
+
+async def test_a_partly_invalid_answer_keeps_the_valid_parts() -> None:
+    llm = ScriptedLLM(second_block_broken)
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
+    # Block 2 (two records) is asked again alone, as its pairwise question; 1 and 3 not.
+    assert [r.task for r in llm.requests] == ["relation_cluster_many", "relation_judge"]
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
+
+
+async def test_an_answer_with_no_valid_part_is_retried_then_each_block_asks_alone() -> None:
+    def broken(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+        if request.task == "relation_cluster_many":
+            return {"mapping_table": {}}  # not a list of blocks
+        return merge_each_block(request, records)
+
+    llm = ScriptedLLM(broken)
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
+    tasks = [r.task for r in llm.requests]
+    assert tasks[:2] == ["relation_cluster_many", "relation_cluster_many"]
+    assert "answer is invalid" in llm.requests[1].messages[-1].content  # the retry says why
+    assert sorted(tasks[2:]) == ["relation_cluster", "relation_cluster", "relation_judge"]
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
+
+
+async def test_packing_is_the_same_run_to_run() -> None:
+    first, second = ScriptedLLM(merge_each_block), ScriptedLLM(merge_each_block)
+    await run_step(RECORDS, first, embedder=HashEmbedder(), **PACKED)
+    await run_step(RECORDS, second, embedder=HashEmbedder(), **PACKED)
+    assert [r.messages for r in first.requests] == [r.messages for r in second.requests]
+
+
+def parts() -> list[cluster_many.Part]:
+    entities = (EntityContext("e1", "A"), EntityContext("e2", "B"))
+    one = [record("r1"), record("r2")]
+    two = [record("s1"), record("s2")]
+    return [cluster_many.Part(one, entities, {}), cluster_many.Part(two, entities, {})]
+
+
+def test_validate_reads_each_block_among_its_own_records() -> None:
+    answer = {
+        "blocks": [
+            {"block": "b1", "mapping_table": {"r1": ["r1", "r2"]}},
+            {"block": "b2", "mapping_table": {"s1": ["s2", "r1"]}},  # r1 is block b1's
+        ]
+    }
+    first, second = cluster_many.validate_answer(answer, parts())
+    assert not isinstance(first, InvalidAnswerError) and first.groups == [[0, 1]]
+    assert isinstance(second, InvalidAnswerError) and "b2" in str(second)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"mapping_table": {}},
+        {"blocks": [{"block": "b7", "mapping_table": {}}]},
+        {"blocks": [{"block": "b1", "mapping_table": {"x": ["y"]}}]},  # b2 missing too
+    ],
+)
+def test_validate_refuses_an_answer_with_no_valid_part(answer: dict[str, Any]) -> None:
+    with pytest.raises(InvalidAnswerError):
+        cluster_many.validate_answer(answer, parts())
+
+
+def test_a_missing_block_is_that_block_invalid() -> None:
+    answer = {"blocks": [{"block": "b1", "mapping_table": {}}]}
+    first, second = cluster_many.validate_answer(answer, parts())
+    assert not isinstance(first, InvalidAnswerError) and first.groups == []
+    assert isinstance(second, InvalidAnswerError) and "no entry for block b2" in str(second)
+
+
+async def test_each_blocks_canaries_ride_in_its_own_part() -> None:
+    """With canaries, every block of a pack carries its own canary records, read among its
+    own records: a model that groups them right is counted right, and nothing changes."""
+    llm = ScriptedLLM(merge_each_block)
+    config = {**PACKED, "canaries": 0.05}
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **config)
+    assert [r.task for r in llm.requests] == ["relation_cluster_many"]
+    sent = orjson.loads(llm.requests[0].messages[1].content.split("```json\n")[1].split("\n```")[0])
+    for block in sent:
+        ids = [r["relation_id"] for r in block["records"]]
+        prefix = f"k{block['block'][1]}_"
+        assert len(ids) > len([r for r in RECORDS if r["relation_id"].startswith(prefix)])
+    canaries = output.result["canaries"]
+    assert canaries["asked"] >= 3 and canaries["right"] == canaries["answered"] > 0
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
