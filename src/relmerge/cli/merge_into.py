@@ -117,6 +117,11 @@ def merge_into_command(
             click.echo(f"  {label}: {getattr(shown, name)}")
         if shown.clarification_count:
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+            if not llm.available:
+                click.echo(
+                    "Or let an LLM decide them with the next batches' once: relmerge "
+                    f"reconcile {shown.store_url} --pending --apply -o DIR --llm-base-url …"
+                )
         where = (
             f"set aside in {str(out).rstrip('/')}/{config.rejected_key}"
             if config.rejected_key

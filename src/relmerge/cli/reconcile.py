@@ -1,7 +1,8 @@
 """``relmerge reconcile URL --output OUT [--apply]``: re-decide a store's pairs, stored
 against stored, and write the proposal to OUT without changing the store (DESIGN §8);
 with ``--apply``, also write it to the store as one logged batch of kind ``reconcile``
-(``relmerge store undo URL BATCH`` takes it back).
+(``relmerge store undo URL BATCH`` takes it back). ``--pending`` reads only the pairs
+batches changed since the last applied reconcile.
 
 Why a proposal: a stored id is kept forever and nothing is deleted, so absorbing one
 stored relation into another is written out for a person to read first. OUT holds
@@ -55,6 +56,12 @@ RESULT_FILE = "reconcile_result.json"
     "--dry-run", is_flag=True, help="Count the blocks and pairs to decide; ask and write nothing."
 )
 @click.option(
+    "--pending",
+    is_flag=True,
+    help="Only the pairs batches changed since the last applied reconcile (and those it "
+    "left open): after merges with --llm none, each touched block is asked about once.",
+)
+@click.option(
     "--apply",
     "apply_it",
     is_flag=True,
@@ -70,6 +77,7 @@ def reconcile_command(
     no_cache: bool,
     no_preflight: bool,
     dry_run: bool,
+    pending: bool,
     apply_it: bool,
     quiet: bool,
     **options: Any,
@@ -86,7 +94,7 @@ def reconcile_command(
         options, {"semantic_merge": semantic, "concurrency": concurrency, "strict": None}
     )
     if dry_run:
-        planned = run_interruptible(_plan(url))
+        planned = run_interruptible(_plan(url, pending))
         click.echo(
             f"reconcile --dry-run {planned.pop('store_url')}: nothing asked, nothing written"
         )
@@ -98,7 +106,7 @@ def reconcile_command(
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     try:
         output = run_interruptible(
-            _reconcile(url, out, config, llm, embedder, cache, not no_preflight, apply_it)
+            _reconcile(url, out, config, llm, embedder, cache, not no_preflight, apply_it, pending)
         )
     except Interrupted as error:
         exit_interrupted(error)
@@ -116,10 +124,11 @@ def reconcile_command(
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
 
 
-async def _plan(url: str) -> dict[str, Any]:
+async def _plan(url: str, pending: bool = False) -> dict[str, Any]:
     async with open_graph_store(url) as store:
         await store.info(last=0)
-        return {"store_url": store.url, **await Reconcile(store, semantic_merge_off()).plan()}
+        planned = await Reconcile(store, semantic_merge_off(), pending=pending).plan()
+        return {"store_url": store.url, **planned}
 
 
 def semantic_merge_off() -> DeduplicateRelationsConfig:
@@ -136,6 +145,7 @@ async def _reconcile(
     cache: RunCache | None,
     check: bool,
     apply_it: bool = False,
+    pending: bool = False,
 ) -> ReconcileOutput:
     """Store first (exit 2 naming it), endpoints, then the proposal; OUT written last."""
     async with open_graph_store(url) as store:
@@ -144,9 +154,17 @@ async def _reconcile(
             await preflight(llm)
             if embedder is not None:
                 await preflight(embedder)
-        reconcile = Reconcile(store, config, llm, embedder, memory=answer_memory(out), cache=cache)
+        reconcile = Reconcile(
+            store,
+            config,
+            llm,
+            embedder,
+            memory=answer_memory(out),
+            cache=cache,
+            pending=pending,
+        )
         output = await reconcile.propose()
-        if apply_it and output.mapping:
+        if apply_it and output.changes_store:
             applied = await reconcile.apply(output)
             output.figures["batch_id"] = applied.batch_id
             output.figures["batch_status"] = applied.status

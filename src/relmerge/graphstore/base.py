@@ -89,6 +89,7 @@ class Batch:
     ``reconcile``): stored relations folded into another stored one (absorbed id ->
     survivor id, the survivor among ``updates``): kept, and logged, but every read skips
     them, and an id of one resolves to its survivor, until the batch is undone.
+    ``reconcile``: of that kind even when it absorbs nothing (it records what it covered).
     """
 
     batch_id: str
@@ -100,10 +101,11 @@ class Batch:
     entities: Sequence[EntityContext] = ()
     fingerprint: str = ""
     absorbed: Mapping[str, str] = field(default_factory=dict)
+    reconcile: bool = False
 
     @property
     def kind(self) -> BatchKind:
-        return "reconcile" if self.absorbed else "merge"
+        return "reconcile" if self.absorbed or self.reconcile else "merge"
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,21 @@ class UndoResult:
     batch_id: str
     removed: int = 0
     restored: int = 0
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed since the last applied reconcile (``reconcile --pending``'s scope).
+
+    ``pairs``: those whose relations an applied batch inserted or changed after it, with
+    the pairs it left open (clarifications); ``since``: the newest batch that reconcile
+    covered (0: none yet); ``through``: the newest applied batch (reconciles aside) when
+    read, which the next reconcile covers.
+    """
+
+    pairs: tuple[Pair, ...]
+    since: int
+    through: int
 
 
 @dataclass(frozen=True)
@@ -258,6 +275,11 @@ class RelationStore(Protocol):
 
     async def batch_decisions(self, batch_id: str) -> list[dict[str, Any]]:
         """The decisions of the applied batch ``batch_id``, in the order given."""
+        ...
+
+    async def changes_since_reconcile(self) -> Changes:
+        """The pairs changed since the last applied reconcile, read in one snapshot (a
+        reconcile records the newest batch it covered and the pairs it left open)."""
         ...
 
     async def info(self, last: int = 5) -> StoreInfo:

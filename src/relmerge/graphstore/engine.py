@@ -31,6 +31,7 @@ from relmerge.graphstore.base import (
     ApplyResult,
     Batch,
     BatchRecord,
+    Changes,
     Pair,
     PairState,
     Progress,
@@ -199,6 +200,14 @@ class SqlRelationStore:
             return [] if record is None else reads.batch_decisions(db, record.seq)
 
         return await self._read(decisions)
+
+    async def changes_since_reconcile(self) -> Changes:
+        def gather(db: Db) -> Changes:
+            since, open_pairs = reads.reconciled(db)
+            changed, through = reads.changes_since(db, since)
+            return Changes(tuple(dict.fromkeys([*open_pairs, *changed])), since, through)
+
+        return await self._read(gather)
 
     async def info(self, last: int = 5) -> StoreInfo:
         def gather(db: Db) -> StoreInfo:

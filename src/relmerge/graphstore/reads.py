@@ -29,6 +29,7 @@ ABSORBED = (
     "JOIN relmerge_batches b ON b.seq = m.batch_seq "
     "WHERE b.kind = 'reconcile' AND b.status = 'applied'"
 )
+RECONCILED = "reconciled_through"  # the decision line an applied reconcile covers up to
 RESOLVE_LIMIT = 64  # reconciles chained over one id: more means a cycle (never written)
 
 
@@ -234,6 +235,42 @@ def dump_page(db: Db, after: int, size: int) -> list[tuple[int, ExtractedRelatio
         [after, size],
     )
     return [(int(row[0]), row_relation(row[1:])) for row in rows]
+
+
+def reconciled(db: Db) -> tuple[int, list[Pair]]:
+    """The newest batch the last applied reconcile covered (0: none) and the pairs it
+    left open, from its ``reconciled_through`` decision line."""
+    rows = db.query(
+        "SELECT d.line FROM relmerge_decisions d "
+        "JOIN relmerge_batches b ON b.seq = d.batch_seq "
+        "WHERE b.kind = 'reconcile' AND b.status = 'applied' AND d.line LIKE ? "
+        "ORDER BY b.seq DESC LIMIT 1",
+        ['{"' + RECONCILED + '"%'],
+    )
+    if not rows:
+        return 0, []
+    line = orjson.loads(rows[0][0])
+    return int(line[RECONCILED]), [pair_of(lo, hi) for lo, hi in line.get("open_pairs", [])]
+
+
+def changes_since(db: Db, since: int) -> tuple[list[Pair], int]:
+    """The pairs of the relations applied batches after ``since`` inserted or changed
+    (reconciles aside: what they wrote they had decided), and the newest such batch."""
+    through = int(
+        db.scalar(
+            "SELECT COALESCE(MAX(seq), 0) FROM relmerge_batches "
+            "WHERE status = 'applied' AND kind <> 'reconcile'"
+        )
+    )
+    rows = db.query(
+        "SELECT DISTINCT r.pair_lo, r.pair_hi FROM relmerge_changes c "
+        "JOIN relmerge_batches b ON b.seq = c.batch_seq "
+        "JOIN relmerge_relations r ON r.relation_id = c.item_id "
+        "WHERE c.kind = 'relation' AND b.status = 'applied' AND b.kind <> 'reconcile' "
+        "AND b.seq > ? AND b.seq <= ? ORDER BY r.pair_lo, r.pair_hi",
+        [since, through],
+    )
+    return [(lo, hi) for lo, hi in rows], through
 
 
 def vectors(db: Db, embedder: str, digests: Sequence[bytes]) -> dict[bytes, bytes]:

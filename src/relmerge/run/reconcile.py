@@ -20,6 +20,14 @@ its own with the absorbed ones folded in by the merge's "nothing lost" rule
 is deleted: the store keeps the absorbed rows, its reads skip them and resolve their ids
 to the survivor, and ``relmerge store undo BATCH`` brings them back. It is refused when a
 relation of the proposal changed after it was read (run reconcile again).
+
+``pending`` (``relmerge reconcile --pending``) reads only the pairs that batches changed
+since the last applied reconcile, and the pairs it left open: merge each batch with rules
+only (``merge-into --llm none``), then one pending reconcile with the LLM asks about each
+touched block once, however many batches brought its records; its cost follows what
+changed, not the store. Every applied reconcile records the newest batch it covered (a
+``reconciled_through`` decision line; a proposal with nothing to absorb is applied as
+that line alone), so the next pending one starts there.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +47,7 @@ from relmerge.decide.features import batch_shared_names
 from relmerge.decide.memory import Remembered
 from relmerge.errors import StoreError
 from relmerge.graphstore.base import ApplyResult, Batch, Pair, RelationStore, relation_pair
+from relmerge.graphstore.reads import RECONCILED
 from relmerge.model import ExtractedRelation, StepIssue
 from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LanguageModel, NoLanguageModel
@@ -64,10 +73,23 @@ class ReconcileOutput:
     issues: list[StepIssue] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
     read: dict[str, ExtractedRelation] = field(default_factory=dict)  # clusters, as read
+    since: int = 0  # the newest batch the last applied reconcile covered
+    through: int = 0  # the newest applied batch when this one read the store
+    open_pairs: list[Pair] = field(default_factory=list)  # pairs left with clarifications
+
+    @property
+    def changes_store(self) -> bool:
+        """Applying writes something: relations to absorb, or batches newly covered."""
+        return bool(self.mapping) or self.through > self.since
+
+    def coverage_line(self) -> dict[str, Any]:
+        """The decision line that tells the next pending reconcile where to start."""
+        return {RECONCILED: self.through, "open_pairs": [list(p) for p in self.open_pairs]}
 
     def batch_id(self) -> str:
         """``reconcile-`` and a digest of what the proposal writes."""
         digest = hashlib.sha256(orjson.dumps(sorted(self.mapping.items())))
+        digest.update(orjson.dumps(self.coverage_line()))
         for survivor in sorted(self.survivors, key=lambda r: r.relation_id):
             digest.update(survivor.to_json() + b"\n")
         return "reconcile-" + digest.hexdigest()[:24]
@@ -86,8 +108,10 @@ class Reconcile:
         *,
         memory: Remembered | None = None,
         cache: RunCache | None = None,
+        pending: bool = False,
     ) -> None:
         self.store = store
+        self.pending = pending
         self.config = config or DeduplicateRelationsConfig()
         self.llm = llm or NoLanguageModel()
         self.embedder = embedder
@@ -99,24 +123,27 @@ class Reconcile:
 
             raise ConfigError(NO_EMBEDDER)
 
-    async def _blocks(self) -> tuple[list[list[ExtractedRelation]], Counter[str], int]:
-        """The store's blocks of two or more relations (store order), its names' counts
-        and its relation count."""
-        blocks: dict[Pair, list[ExtractedRelation]] = defaultdict(list)
-        names: Counter[str] = Counter()
-        total = 0
-        async for relation in self.store.dump():
-            total += 1
-            names[normalize_key_text(relation.name)] += 1
-            if relation.source_entity_id != relation.target_entity_id:
-                blocks[relation_pair(relation)].append(relation)
-        return [members for members in blocks.values() if len(members) > 1], names, total
+    async def _blocks(self) -> _Scope:
+        """The blocks of two or more relations to decide (store order), the names'
+        counts and the relations read: the whole store, or (``pending``) the pairs
+        changed since the last applied reconcile."""
+        changes = await self.store.changes_since_reconcile()
+        scope = _Scope(since=changes.since, through=changes.through)
+        if self.pending:
+            states = await self.store.relations_for_pairs(list(changes.pairs))
+            relations = (r for state in states.values() for r in state.relations)
+            scope.add_all(relations)
+        else:
+            async for relation in self.store.dump():
+                scope.add(relation)
+        return scope
 
     async def plan(self) -> dict[str, int]:
         """What a proposal would decide (``--dry-run``): nothing asked, nothing written."""
-        multi, _, total = await self._blocks()
+        scope = await self._blocks()
+        multi, total = scope.multi(), scope.total
         return {
-            "stored_relations": total,
+            ("relations_read" if self.pending else "stored_relations"): total,
             "blocks_to_decide": len(multi),
             "relations_in_blocks": sum(len(m) for m in multi),
             "pairs": sum(len(m) * (len(m) - 1) // 2 for m in multi),
@@ -126,7 +153,8 @@ class Reconcile:
     async def propose(self) -> ReconcileOutput:
         """Read the store's blocks, decide them, and propose; the store is not changed."""
         started = time.perf_counter()
-        multi, names, total = await self._blocks()
+        scope = await self._blocks()
+        multi, names, total = scope.multi(), scope.names, scope.total
         ends = sorted(
             {e for m in multi for r in m for e in (r.source_entity_id, r.target_entity_id)}
         )
@@ -142,7 +170,7 @@ class Reconcile:
             semantic=self.config.semantic_merge and embedder is not None,
             report=False,
         )
-        output = ReconcileOutput()
+        output = ReconcileOutput(since=scope.since, through=scope.through)
         for number, chunk in enumerate(_chunks(multi)):
             task = ChunkTask(number, list(range(len(chunk))), chunk)
             result = await work_chunk(task, settings, models.model, embedder)
@@ -150,7 +178,7 @@ class Reconcile:
         if embedder is not None:
             await embedder.save()
         output.figures = {
-            "stored_relations": total,
+            ("relations_read" if self.pending else "stored_relations"): total,
             "blocks_decided": len(multi),
             "relations_in_blocks": sum(len(m) for m in multi),
             "clusters_proposed": len(output.survivors),
@@ -169,7 +197,7 @@ class Reconcile:
         earlier = await self.store.batch(batch_id)
         if earlier is not None and earlier.status == "applied":
             return ApplyResult("already_applied", batch_id, earlier.counts)
-        if not output.mapping:
+        if not output.changes_store:
             return ApplyResult("applied", batch_id)
         pairs = sorted({relation_pair(r) for r in output.survivors})
         states = await self.store.relations_for_pairs(pairs)
@@ -185,9 +213,10 @@ class Reconcile:
             {pair: state.version for pair, state in states.items()},
             updates=list(output.survivors),
             mapping=dict(output.mapping),
-            decisions=list(output.decisions),
+            decisions=[*output.decisions, output.coverage_line()],
             fingerprint=batch_id,
             absorbed=dict(output.mapping),
+            reconcile=True,
         )
         applied = await self.store.apply_batch(batch)
         if applied.status == "conflict":
@@ -196,6 +225,31 @@ class Reconcile:
                 "meanwhile; run reconcile again"
             )
         return applied
+
+
+@dataclass
+class _Scope:
+    """What a reconcile reads: relations by pair, their names' counts, and the batches
+    it covers."""
+
+    since: int
+    through: int
+    blocks: dict[Pair, list[ExtractedRelation]] = field(default_factory=lambda: defaultdict(list))
+    names: Counter[str] = field(default_factory=Counter)
+    total: int = 0
+
+    def add(self, relation: ExtractedRelation) -> None:
+        self.total += 1
+        self.names[normalize_key_text(relation.name)] += 1
+        if relation.source_entity_id != relation.target_entity_id:
+            self.blocks[relation_pair(relation)].append(relation)
+
+    def add_all(self, relations: Iterable[ExtractedRelation]) -> None:
+        for relation in relations:
+            self.add(relation)
+
+    def multi(self) -> list[list[ExtractedRelation]]:
+        return [members for members in self.blocks.values() if len(members) > 1]
 
 
 def _chunks(blocks: Sequence[list[ExtractedRelation]]) -> list[list[ExtractedRelation]]:
@@ -226,6 +280,12 @@ def _propose(result: ChunkResult, chunk: list[ExtractedRelation], output: Reconc
     lines = [*result.exact_decisions, *result.semantic_decisions]
     output.decisions.extend(final_decision_lines(lines, final_of))
     output.clarifications.extend(result.clarifications)
+    pair_of_id = {relation.relation_id: relation_pair(relation) for relation in chunk}
+    for item in result.clarifications:
+        for member in item.get("member_ids", []):
+            if member in pair_of_id and pair_of_id[member] not in output.open_pairs:
+                output.open_pairs.append(pair_of_id[member])
+                break
     output.issues.extend(result.exact_issues + result.semantic_issues)
 
 
