@@ -143,10 +143,10 @@ def merge_into_command(
         )
         for line in rejected_warning(output.rejected, where):  # as `relmerge run` says it
             click.echo(line, err=True)
-    canaries = output.result.canaries
-    if canaries.get("reworked") or canaries.get("distrusted"):
+    measured = output.result.canaries
+    if measured.get("reworked") or measured.get("distrusted"):
         click.echo(
-            f"the LLM's merges were not applied: {canaries['reason']}; its pairs are in "
+            f"the LLM's merges were not applied: {measured['reason']}; its pairs are in "
             "clarifications.jsonl — check the model and its settings",
             err=True,
         )
