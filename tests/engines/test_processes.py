@@ -80,6 +80,29 @@ async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
 
 
 @needs_dev
+@pytest.mark.parametrize("error_rate", [0.0, 0.5])
+async def test_canaries_measure_the_model_alike_on_workers(error_rate: float) -> None:
+    """Canaries on: the same canaries asked, the same verdict, the same outputs (at
+    chance: the same chunks worked again without the model). Only the requests differ
+    at chance: chunks in flight on the workers when the model is distrusted had asked."""
+    gold = load_gold(DEV / "gold.jsonl")
+    config = DeduplicateRelationsConfig(records_per_chunk=60, canaries=0.2)
+    one = await _run(GoldJudge(gold, error_rate=error_rate), LocalEngine(), config)
+    two = await _run(GoldJudge(gold, error_rate=error_rate), ProcessEngine(2), config)
+    canaries = one[0].result["canaries"]
+    assert canaries["answered"] >= 10 and canaries["distrusted"] == (error_rate > 0)
+    if error_rate == 0:
+        assert canaries["right"] == canaries["answered"]
+        assert_same_outputs(one, two, "chunk_count", "canaries")
+        return
+    assert canaries["reworked_chunks"] > 0
+    assert one[1].objects == two[1].objects  # relation files, decisions, clarifications
+    assert one[0].relation_id_mapping == two[0].relation_id_mapping
+    for key in ("canaries", "llm_unavailable_group_count", "clarification_count"):
+        assert one[0].result[key] == two[0].result[key], key
+
+
+@needs_dev
 async def test_default_model_vectors_are_those_of_one_process() -> None:
     """The workers load the default embedder themselves: the same vectors, so the same
     decisions, cosines included, as the one-process run's embedder with its helper."""

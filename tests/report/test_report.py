@@ -333,3 +333,34 @@ def test_the_llm_section_says_the_cost_per_task(llm_page: str) -> None:
     assert "relation_cluster" in cost and "requests" in cost.lower()
     assert "Tokens as measured: usage." in llm_page
     assert "No prices given" in llm_page
+
+
+@needs_dev
+def test_the_llm_section_says_how_the_model_answered_its_canaries(
+    llm_out: Path, llm_page: str
+) -> None:
+    canaries = _result(llm_out)["canaries"]
+    assert isinstance(canaries, dict) and canaries["answered"] >= 10
+    line = llm_page.split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+    shown = f"<strong>{canaries['right']} of {canaries['answered']}</strong>"
+    assert shown in line and "below 0.8 on at least 10 answers" in line
+    assert "trusted: its merges are applied" in line and "distrusted" not in line
+
+
+@needs_dev
+def test_a_distrusted_model_is_named_so_with_the_reason(llm_out: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(llm_out, out)
+    path = out / "deduplicate_relations_result.json"
+    result = orjson.loads(path.read_bytes())
+    reason = "the model answered 6 of 12 certain questions right <b>"
+    result["canaries"].update(answered=12, right=6, distrusted=True, reason=reason)
+    path.write_bytes(orjson.dumps(result))
+    line = _report(out).split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+    assert "<strong>6 of 12</strong>" in line and "<strong>distrusted</strong>" in line
+    assert html.escape(reason) in line and "<b>" not in line
+
+
+@needs_dev
+def test_a_run_without_canaries_shows_none(rules_out: Path) -> None:
+    assert "canary-agreement" not in _report(rules_out)

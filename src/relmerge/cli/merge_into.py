@@ -22,7 +22,7 @@ from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.notices import rejected_warning
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.run import answer_memory
+from relmerge.cli.run import UNAVAILABLE_EXIT, answer_memory
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.graphstore import open_graph_store
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -67,6 +67,14 @@ _FIGURES = (
 @click.option("--semantic/--no-semantic", default=None, help="Run the semantic stage [on].")
 @click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
 @click.option("--strict", is_flag=True, default=None, help="Fail if a record is rejected.")
+@click.option(
+    "--canaries",
+    type=click.FloatRange(0.0, 1.0),
+    metavar="SHARE",
+    help="Canary questions, as a share of the LLM's questions, measured over the store's "
+    "recent batches; a model that answers too few right stops merging, its pairs go to "
+    "clarifications.jsonl and the command exits 3. 0 turns them off [0.05].",
+)
 @click.option("--no-cache", is_flag=True, help="Neither read nor write OUT's answer cache.")
 @click.option("--overwrite", is_flag=True, help="Replace another batch's results in OUT.")
 @click.option("--no-preflight", is_flag=True, help="Skip the endpoints' check.")
@@ -80,6 +88,7 @@ def merge_into_command(
     semantic: bool | None,
     concurrency: int | None,
     strict: bool | None,
+    canaries: float | None,
     no_cache: bool,
     overwrite: bool,
     no_preflight: bool,
@@ -91,10 +100,18 @@ def merge_into_command(
     batch applied atomically and at most once. OUT gets what `relmerge run` writes.
 
     Exit status: 0 done; 2 bad usage, unreadable input, a store that cannot be reached
-    or has another schema version (nothing written); 130 / 143 interrupted (run the same
-    command again: a batch is applied whole or not at all)."""
+    or has another schema version (nothing written); 3 applied without the LLM's merges:
+    its canary questions over the store's recent batches show it guessing, or it got one
+    wrong before it could be judged (its pairs are in clarifications.jsonl); 130 / 143
+    interrupted (run the same command again: a batch is applied whole or not at all)."""
     config, settings, embedding_settings = resolve_options(
-        options, {"semantic_merge": semantic, "concurrency": concurrency, "strict": strict}
+        options,
+        {
+            "semantic_merge": semantic,
+            "concurrency": concurrency,
+            "strict": strict,
+            "canaries": canaries,
+        },
     )
     cache = None if no_cache else RunCache(out / CACHE_FILE)
     typed = click.get_current_context().meta.get(rerun.ARGV_META)
@@ -115,6 +132,8 @@ def merge_into_command(
         click.echo(f"merge-into {shown.store_url}: batch {shown.batch_id} {shown.status}")
         for label, name in _FIGURES:
             click.echo(f"  {label}: {getattr(shown, name)}")
+        if shown.canaries.get("window_answered"):
+            click.echo(f"  canary questions (certain answers): {canary_line(shown.canaries)}")
         if shown.clarification_count:
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
             if not llm.available:
@@ -129,6 +148,14 @@ def merge_into_command(
         )
         for line in rejected_warning(output.rejected, where):  # as `relmerge run` says it
             click.echo(line, err=True)
+    measured = output.result.canaries
+    if measured.get("reworked") or measured.get("distrusted"):
+        click.echo(
+            f"the LLM's merges were not applied: {measured['reason']}; its pairs are in "
+            "clarifications.jsonl — check the model and its settings",
+            err=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT)
 
 
 class _MergeJob:
@@ -188,6 +215,21 @@ class _MergeJob:
             output = await merge.merge(records, mapping, before_work=claim, replaces=earlier)
         await _write_out(folder, config, output, f"{store.url} {merge.input_digest}")
         return output
+
+
+def canary_line(canaries: dict[str, Any]) -> str:
+    """The model's agreement over the store's window, with its count and verdict."""
+    shown = (
+        f"{canaries['window_right']} of {canaries['window_answered']} right over the "
+        f"store's last {canaries['window']} (this batch: {canaries['asked']})"
+    )
+    if canaries["distrusted"]:
+        return shown + f": below {canaries['threshold']:g}, the model is not trusted"
+    if canaries["doubted"]:
+        return shown + ": wrong before it could be judged, its merges are not applied yet"
+    if canaries["window_answered"] < canaries["minimum"]:
+        return shown + f": too few to judge the model (fewer than {canaries['minimum']})"
+    return shown
 
 
 def _earlier_batch(out: Path) -> str | None:

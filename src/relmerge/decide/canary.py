@@ -141,6 +141,11 @@ class CanaryTally:
     def of(cls, config: DeduplicateRelationsConfig, window: int | None = None) -> CanaryTally:
         return cls(config.canary_min, config.canary_agreement, window)
 
+    @property
+    def recent(self) -> list[bool]:
+        """The answers the verdict looks at (the window's), oldest first."""
+        return list(self._recent)
+
     def add(self, right: bool | None) -> None:
         self.asked += 1
         if right is None:

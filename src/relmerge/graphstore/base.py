@@ -286,6 +286,16 @@ class RelationStore(Protocol):
         """Schema version, counts, and the ``last`` batches (newest first)."""
         ...
 
+    async def meta_value(self, key: str) -> str | None:
+        """The text the store keeps under ``key`` besides its schema version (None:
+        nothing yet)."""
+        ...
+
+    async def update_meta(self, key: str, change: Callable[[str | None], str]) -> str:
+        """Replace ``key``'s text by ``change`` of it, atomically against other writers;
+        the new text."""
+        ...
+
     async def vectors(self, embedder: str, texts: Sequence[str]) -> dict[str, bytes]:
         """Cached float32 vectors (raw bytes) of those ``texts`` that have one."""
         ...

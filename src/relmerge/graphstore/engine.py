@@ -209,6 +209,14 @@ class SqlRelationStore:
 
         return await self._read(gather)
 
+    async def meta_value(self, key: str) -> str | None:
+        return await self._read(meta.meta_value, key)
+
+    async def update_meta(self, key: str, change: Callable[[str | None], str]) -> str:
+        async with self._lock:
+            db = await self._open()
+            return await self._run(meta.update_meta, db, key, change)
+
     async def info(self, last: int = 5) -> StoreInfo:
         def gather(db: Db) -> StoreInfo:
             counts = reads.counts(db)

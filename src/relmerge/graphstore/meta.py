@@ -1,14 +1,19 @@
-"""A store's schema: created once, its version checked before any other use.
+"""A store's schema: created once, its version checked before any other use; and the
+other keys of its ``relmerge_meta`` table.
 
 The version lives in ``relmerge_meta``. A store made by another relmerge, older or newer,
-is refused with what to do; a database without the table is not a store yet.
+is refused with what to do; a database without the table is not a store yet. Other keys
+(a model's canary window, ``relmerge.run.store_canaries``) are text a newer relmerge may
+add without a new schema version: an older one never reads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from relmerge.errors import StoreSchemaError
+from relmerge.graphstore.base import lock_key
 from relmerge.graphstore.db import Db, Locks
 from relmerge.graphstore.schema import META_TABLE, SCHEMA_VERSION, create_statements
 from relmerge.graphstore.writes import now
@@ -85,3 +90,27 @@ def create_schema(db: Db, url: str) -> bool:
         db.rollback()
         raise
     return True
+
+
+def meta_value(db: Db, key: str) -> str | None:
+    """The text kept under ``key`` (None: nothing yet)."""
+    value = db.scalar("SELECT value FROM relmerge_meta WHERE key = ?", [key])
+    return None if value is None else str(value)
+
+
+def update_meta(db: Db, key: str, change: Callable[[str | None], str]) -> str:
+    """``key``'s text replaced by ``change`` of it, in one write transaction that holds
+    ``key`` (two merges that add to one value never lose an addition); the new text."""
+    db.dialect.begin_write(db, Locks(keys=(lock_key("meta", key),)))
+    try:
+        value = change(meta_value(db, key))
+        db.execute(
+            "INSERT INTO relmerge_meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return value

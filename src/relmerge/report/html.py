@@ -204,7 +204,38 @@ def _clusters_text(data: ReportData) -> str:
 def _llm_text(data: ReportData) -> str:
     if data.summary.llm_model == "none":
         return '<p class="hint">This run had no language model (<code>--llm none</code>).</p>'
-    return _cost_text(data.llm.cost)
+    return _canary_text(data.llm.canaries) + _cost_text(data.llm.cost)
+
+
+def _canary_text(canaries: dict[str, Any]) -> str:
+    """How the model answered the canary questions (pairs whose answer is certain), the
+    rule that judges it, and whether its merges were applied."""
+    asked = as_int(canaries.get("asked"))
+    if not asked:
+        return ""
+    answered, right = as_int(canaries.get("answered")), as_int(canaries.get("right"))
+    minimum = as_int(canaries.get("minimum"))
+    threshold = canaries.get("threshold")
+    rule = (
+        f"below {threshold:g} on at least {minimum} answers, its merges are not applied"
+        if isinstance(threshold, int | float)
+        else ""
+    )
+    if canaries.get("distrusted"):
+        verdict = (
+            f"<strong>distrusted</strong>: {e(canaries.get('reason'))}; its pairs are in "
+            "the clarifications"
+        )
+    elif answered < minimum:
+        verdict = f"too few to judge the model (fewer than {minimum})"
+    else:
+        verdict = "trusted: its merges are applied"
+    unanswered = f" ({asked - answered} unanswered)" if asked > answered else ""
+    return (
+        '<h3 id="canaries">Canary questions</h3>'
+        f'<p id="canary-agreement">The model answered <strong>{right} of {answered}</strong> '
+        f"certain questions right{unanswered}; {e(rule)}: {verdict}.</p>"
+    )
 
 
 def _cost_text(cost: dict[str, Any]) -> str:

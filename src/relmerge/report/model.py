@@ -116,12 +116,15 @@ class LLMUsage:
     completion_tokens: int
     # The result's "cost" object (absent from results of older runs: empty).
     cost: dict[str, Any] = field(default_factory=dict)
+    # The result's "canaries" object (absent from results of older runs: empty).
+    canaries: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_result(cls, result: dict[str, Any]) -> LLMUsage:
         tokens = result.get("tokens")
         tokens = tokens if isinstance(tokens, dict) else {}
         cost = result.get("cost")
+        canaries = result.get("canaries")
         return cls(
             requests=as_int(result.get("llm_requests")),
             cache_hits=as_int(result.get("llm_cache_hits")),
@@ -130,6 +133,7 @@ class LLMUsage:
             prompt_tokens=as_int(tokens.get("prompt")),
             completion_tokens=as_int(tokens.get("completion")),
             cost=cost if isinstance(cost, dict) else {},
+            canaries=canaries if isinstance(canaries, dict) else {},
         )
 
 

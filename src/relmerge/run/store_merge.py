@@ -10,7 +10,9 @@ One kernel, no second copy: new-vs-new and new-vs-stored pairs meet the same tie
 guards, LLM judge (with both entities' profiles: the store's and the batch's),
 clarifications and remembered answers as in ``relmerge run``. The batch id is a digest
 of the input and the settings, so the same batch merged again is ``already_applied``
-and changes nothing; its mapping and decisions then come from the store.
+and changes nothing; its mapping and decisions then come from the store. The model's
+canary answers are kept in the store across batches (``run.store_canaries``): a model
+they distrust is asked nothing, and its pairs go to clarifications with the reason.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from relmerge.model import EntityContext, ExtractedRelation, StepIssue
 from relmerge.progress import Progress, as_progress
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.gate import CanaryGateModel
 from relmerge.providers.stack import ModelStack, build_model_stack
 from relmerge.review.memory import AnswerMemory
 from relmerge.run.fold import Plan, plan_writes
 from relmerge.run.intake import Intake, canonical_entities, check_intake, read_input
+from relmerge.run.store_canaries import StoreCanaries
 from relmerge.run.store_vectors import StoreEmbedder
 from relmerge.run.writer import final_decision_lines
 from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, Tally, work_chunk
@@ -77,6 +81,8 @@ class StoreMergeResult:
     vectors_from_store: int
     vectors_computed: int
     seconds: float
+    # The model's canaries (``run.store_canaries``): this batch's, and the store's window.
+    canaries: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -263,11 +269,13 @@ class _Merge:
         self.retries = 0
         self.on_write: Callable[[int], None] | None = None
         self.store_entities: dict[str, EntityContext] = {}  # the endpoints' stored profiles
+        self.canaries = StoreCanaries(self.store, owner.config, self.models.model)
 
     async def run(self) -> StoreMergeOutput:
         earlier = await self.store.batch(self.batch_id)
         if earlier is not None and earlier.status == "applied":
             return await self._already_applied()
+        await self.canaries.load()
         todo = await self._not_stored(self.inputs)
         ends = {e for r in todo for e in (r.source_entity_id, r.target_entity_id)}
         self.store_entities = await self.store.entities(sorted(ends))
@@ -348,7 +356,18 @@ class _Merge:
             report=False,
         )
         task = ChunkTask(0, list(range(len(originals))), originals, None, frozenset(range(stored)))
-        return await work_chunk(task, settings, self.models.model, self.embedder)
+        canaries = self.canaries
+        if not canaries.distrusted:
+            result = await work_chunk(task, settings, self.models.model, self.embedder)
+            await canaries.measure(result)
+            if not canaries.withheld or result.llm_questions == 0:
+                return result
+            canaries.reworked = True  # its merges are not applied: decided again without
+        reason = canaries.reason or ""
+        if canaries.distrusted and self.models.gate is not None:
+            self.models.gate.close(reason)  # no more requests to a distrusted model
+        gated = CanaryGateModel(self.models.model, reason)  # cached answers refused too
+        return await work_chunk(task, settings, gated, self.embedder)
 
     def _log(self, result: ChunkResult, plan: Plan, decided: _Decided) -> None:
         """The chunk's decisions (final output ids) and clarifications, by pair."""
@@ -442,6 +461,7 @@ class _Merge:
             vectors_from_store=embedder.from_store if embedder else 0,
             vectors_computed=(embedder.computed if embedder else 0),
             seconds=round(time.perf_counter() - self.started, 3),
+            canaries=self.canaries.figures(),
         )
         return StoreMergeOutput(
             result,
