@@ -13,9 +13,10 @@ that a model is judged before its merges are applied, not after.
 
 A window too short to judge the model (still fewer than ``canary_min`` answers after the
 batch: a batch with few certain pairs, an empty store) holds it to the same threshold on
-what it has: below ``canary_agreement`` there and the batch is decided without it (its pairs in clarifications.jsonl,
-"too few to judge it"), while later batches go on asking it until the window can judge —
-a store's first batches are not merged by a model at chance before it is measured.
+what it has: below ``canary_agreement`` there and the batch is decided without it (its
+pairs in clarifications.jsonl, "too few to judge it"), while later batches go on asking
+it until the window can judge — a store's first batches are not merged by a model at
+chance before it is measured.
 Below ``canary_agreement`` on ``canary_min`` or more of the window's answers the model is
 distrusted: the batch that tipped it is decided again without it (its undecided pairs in
 clarifications.jsonl with the reason, as a run's), and so is every later batch, which asks
