@@ -129,3 +129,57 @@ def test_an_llm_that_fails_during_the_check_exits_3_and_says_so(tmp_path: Path) 
         "decided without the LLM: it stopped answering — check the endpoint and run the "
         "same command again"
     )
+
+
+def _judged_by_the_llm(server: LLMServer, *extra: str) -> tuple[int, str]:
+    return judge(
+        *("--candidate", "ally forged through shared battle"),
+        *("--existing", "companion met during the Council"),
+        *("--llm-base-url", server.base_url, "--llm-model", "m"),
+        *extra,
+    )
+
+
+def _answer(body: dict[str, object]) -> Reply:
+    verdict = {"verdict": "keep_both", "reason": "two aspects", "duplicate_of": None}
+    return json_reply(verdict, prompt_tokens=1200, completion_tokens=30)
+
+
+def test_the_tokens_the_llm_spent_and_their_price_are_in_the_json() -> None:
+    with LLMServer(handler=_answer) as server:
+        code, text = _judged_by_the_llm(
+            server, "--llm-price-in", "2", "--llm-price-out", "10", "--json"
+        )
+        asked = len(server.group_requests)
+    assert code == 0, text
+    shown = orjson.loads(text)
+    assert (shown["tier"], shown["llm_requests"]) == ("llm", asked) == ("llm", 1)
+    # The server's usage of the question; the endpoint check is counted apart.
+    assert shown["tokens"] == {"prompt": 1200, "completion": 30, "total": 1230}
+    cost = shown["cost"]
+    assert cost["measured"] == "usage"
+    assert cost["tasks"]["relation_judge"]["requests"] == 1
+    assert cost["usd"] == (1200 * 2 + 30 * 10) / 1_000_000
+    assert (cost["price_in_usd_per_million"], cost["price_out_usd_per_million"]) == (2, 10)
+
+
+def test_the_summary_says_the_tokens_and_the_money_only_when_priced() -> None:
+    with LLMServer(handler=_answer) as server:
+        code, priced = _judged_by_the_llm(server, "--llm-price-in", "2", "--llm-price-out", "10")
+        assert code == 0, priced
+        code, unpriced = _judged_by_the_llm(server)
+        assert code == 0, unpriced
+    assert "tokens: 1230" in priced and "tokens: 1230" in unpriced
+    assert "relation_judge: prompt / completion tokens: 1 requests, 1,200 / 30" in priced
+    assert "cost, USD at 2 / 10 per million: 0.0027" in priced
+    assert "USD" not in unpriced
+
+
+def test_a_check_the_rules_decide_spends_no_tokens() -> None:
+    code, text = judge(
+        *("--candidate", "ally in the quest", "--existing", "Ally in the quest.", "--json")
+    )
+    assert code == 0, text
+    shown = orjson.loads(text)
+    assert shown["tier"] == "fuzzy_high"
+    assert shown["tokens"]["total"] == 0 and shown["cost"]["measured"] == "none"

@@ -57,3 +57,14 @@ def test_mix_adds_a_copy_after_its_record_and_reads_the_answers() -> None:
     outcome = validate_answer({"mapping_table": table}, mixed.records, mixed.canary)
     assert sorted(mixed.answers(outcome), key=str) == [True, True]
     assert mixed.real(outcome.groups) == []  # real answer: nothing merged
+
+
+def test_a_canary_id_is_found_when_every_id_of_the_shape_is_taken() -> None:
+    from relmerge.decide.canary_mix import _other_id
+
+    taken = {f"关系{i}" for i in range(10)}
+    made = _other_id("关系0", set(taken), seed=1)
+    assert made not in taken and made.startswith("关系")
+    assert made == _other_id("关系0", set(taken), seed=1)  # seeded: the same batch, the same id
+    shaped = _other_id("rel_0001", {"rel_0001"}, seed=1)
+    assert len(shaped) == len("rel_0001") and shaped.startswith("rel_")  # the shape kept

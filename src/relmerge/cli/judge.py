@@ -11,11 +11,13 @@ import orjson
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
+from relmerge.cli.render import cost_lines
 from relmerge.cli.run import UNAVAILABLE_EXIT
 from relmerge.errors import InputError
 from relmerge.io.load import read_entities, read_entity_mapping
 from relmerge.judge import JudgeContext, RelationJudge, RelationLike, Verdict
 from relmerge.providers import get_embedder, get_llm
+from relmerge.run.cost import Cost, cost_of
 from relmerge.stages.remap import validate_entity_mapping
 
 
@@ -81,7 +83,8 @@ def judge_command(
     **options: Any,
 ) -> None:
     """Is CANDIDATE the same fact as one of the EXISTING relations of the same two entities?
-    Prints the decision (merge / keep_both), the tier that decided, the scores and why.
+    Prints the decision (merge / keep_both), the tier that decided, the scores and why, and
+    the tokens the LLM spent (in USD with --llm-price-in/--llm-price-out).
 
     Exit status: 0 decided; 2 bad usage or input, or an endpoint that is not there or is
     not an LLM (checked before any work); 3 decided without the LLM because it stopped
@@ -114,20 +117,27 @@ def judge_command(
     )
     llm, embedder = get_llm(settings), get_embedder(embedding_settings)
 
-    async def go() -> tuple[Verdict, int]:
+    async def go() -> tuple[Verdict, int, RelationJudge]:
         judge = RelationJudge(llm=llm, embedder=embedder, config=config)
         checked = await judge.preflight()  # before any work, not before the first question
-        return await judge.check(new, olds, context), checked
+        return await judge.check(new, olds, context), checked, judge
 
     try:
-        verdict, checked = run_interruptible(go(), "interrupted")
+        verdict, checked, judge = run_interruptible(go(), "interrupted")
     except Interrupted as error:
         exit_interrupted(error, "interrupted")
+    stats = judge.llm.stats
+    cost = cost_of(stats).priced(settings.price_in, settings.price_out)
     if as_json:
-        shown = {**verdict.model_dump(mode="json"), "preflight_requests": checked}
+        shown = {
+            **verdict.model_dump(mode="json"),
+            "preflight_requests": checked,
+            "tokens": stats.tokens(),
+            "cost": cost.to_dict(),
+        }
         click.echo(orjson.dumps(shown, option=orjson.OPT_INDENT_2))
     else:
-        _show(verdict, checked)
+        _show(verdict, checked, cost, stats.tokens()["total"])
     if verdict.llm_outcome == "unavailable":
         click.echo(
             "decided without the LLM: it stopped answering — check the endpoint and run "
@@ -137,7 +147,7 @@ def judge_command(
         raise SystemExit(UNAVAILABLE_EXIT)
 
 
-def _show(verdict: Verdict, checked: int) -> None:
+def _show(verdict: Verdict, checked: int, cost: Cost, tokens: int) -> None:
     console = StdoutConsole()
     style = "bold green" if verdict.decision == "merge" else "bold yellow"
     console.print(f"[{style}]{verdict.decision}[/{style}]  (tier {verdict.tier})")
@@ -148,3 +158,5 @@ def _show(verdict: Verdict, checked: int) -> None:
     console.print(f"LLM requests: {verdict.llm_requests}")
     if checked:
         console.print(f"preflight requests (endpoint checks): {checked}")
+    for label, value in cost_lines(cost, tokens):
+        console.print(f"{label}: {value}", markup=False)

@@ -6,6 +6,7 @@ from collections import Counter
 
 from rich.table import Table
 
+from relmerge.run.cost import Cost
 from relmerge.run.estimate import Estimate
 from relmerge.run.result import RunResult
 
@@ -93,10 +94,15 @@ def canary_rows(result: RunResult) -> list[tuple[str, object]]:
 
 
 def cost_rows(result: RunResult) -> list[tuple[str, object]]:
+    """The run's cost lines (see :func:`cost_lines`)."""
+    return cost_lines(result.cost, result.tokens.total)
+
+
+def cost_lines(cost: Cost, tokens: int) -> list[tuple[str, object]]:
     """Tokens in all (what the server counted, or characters where it counted none), per
-    task, what the cache saved, and USD when the prices were given."""
-    cost = result.cost
-    rows: list[tuple[str, object]] = [("tokens", result.tokens.total)]
+    task, what the cache saved, and USD when the prices were given: ``relmerge run``'s
+    summary and ``relmerge judge`` show the same lines."""
+    rows: list[tuple[str, object]] = [("tokens", tokens)]
     if cost.measured == "none":
         return rows
     unit = "tokens" if cost.measured == "usage" else f"tokens ({cost.measured}: no usage)"

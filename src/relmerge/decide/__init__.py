@@ -21,7 +21,7 @@ from relmerge.decide.lexicon import lexicon_digest
 
 # Bump when a decision rule changes: a run's fingerprint covers it (with the vocabulary),
 # so resuming a run made under other rules never mixes old and new decisions.
-RULES_VERSION = 3
+RULES_VERSION = 4
 
 
 def rules_fingerprint() -> str:

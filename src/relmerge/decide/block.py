@@ -2,7 +2,8 @@
 
 The block's units are first clustered by the tiers' automatic merges (strongest first,
 never across a keep). If undecided pairs remain between clusters and an LLM is available,
-the clusters go to it — one request per batch of at most ``semantic_batch_size`` records,
+the clusters go to it — one request per batch of at most ``semantic_batch_size`` records
+(a pairwise verdict for two, unless they share one exact key: see :func:`writes_text`),
 ``semantic_batch_count`` batches per round; each batch marks its pairs as judged, so every
 round makes progress and the loop ends. Hard keeps (known direction, other endpoints,
 earlier splits) bind the LLM too; its merges across soft keeps (guards, low scores, a
@@ -30,6 +31,7 @@ from relmerge.decide.pack import Packed, Ticket
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision, EntityContext
+from relmerge.normalize import exact_key
 from relmerge.prompts import cluster_many, cluster_relations, judge_pair
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import directed_record
@@ -39,6 +41,20 @@ from relmerge.units import Originals, Unit, member_ids
 
 def _shape(batch: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(cluster) for cluster in batch)
+
+
+def writes_text(units: Sequence[Unit], batch: Sequence[Sequence[int]]) -> bool:
+    """Whether the answer about ``batch`` writes the merged relation (a mapping table
+    with its ``relation_list``) or a verdict only (a pair, asked as ``relation_judge``).
+
+    Several records always get a mapping table. Two records get a verdict, unless they
+    share one exact key: that is the exact stage's question (``relation_merge`` with the
+    semantic stage off), so the model writes its merged text here too, and the group
+    comes out the same whichever request decided it (DESIGN §2: the model's validated
+    merged text, else the members' texts joined)."""
+    if len(batch) > 2:
+        return True
+    return len({exact_key(units[m].relation) for cluster in batch for m in cluster}) == 1
 
 
 def cluster_lead(cluster: Sequence[int], symmetric: Sequence[bool]) -> int:
@@ -406,7 +422,8 @@ class BlockDecider:
             )
         try:
             records = [record for record, _ in shown]
-            answer = await self._answer(records, block, attempts, mixed)
+            fields = writes_text(units, batch)
+            answer = await self._answer(records, block, attempts, fields, mixed)
         finally:
             if mixed is None or not mixed.checks:
                 result.bare_questions += attempts.used
@@ -446,13 +463,16 @@ class BlockDecider:
         records: list[dict[str, Any]],
         block: _Block,
         attempts: Attempts,
+        fields: bool,
         mixed: Mixed | None = None,
     ) -> _Answer:
-        """The LLM's validated answer about ``records``: a pairwise verdict for two
-        (``relation_judge``), a mapping table for more (``relation_cluster``); groups
-        and unsure groups as positions in ``records``. With canaries (``mixed``) it is
-        always a mapping table, read among the real records (see ``canary_mix``). The
-        block's first question may be answered as part of a packed request instead."""
+        """The LLM's validated answer about ``records``: a mapping table
+        (``relation_cluster``) where it writes the merged relation (``fields``, see
+        :func:`writes_text`), else a pairwise verdict (``relation_judge``); groups and
+        unsure groups as positions in ``records``. With canaries (``mixed``) it is always
+        a mapping table, read among the real records (see ``canary_mix``), whose fields
+        count only where ``fields`` says so. The block's first question may be answered
+        as part of a packed request instead, read the same way."""
         entities = block.entities
         ticket = block.ticket
         if ticket is not None and (packer := ticket.take()) is not None:
@@ -460,13 +480,13 @@ class BlockDecider:
             sent = mixed.records if mixed is not None and checked else records
             canary = mixed.canary if mixed is not None and checked else {}
             part = await packer.ask(ticket.index, sent, entities, canary)
-            packed = self._packed(part, len(records), attempts, mixed if checked else None)
+            packed = self._packed(part, fields, attempts, mixed if checked else None)
             if packed is not None:
                 return packed
         async with self._limit:
             if mixed is not None and mixed.checks:
-                return await self._answer_mixed(mixed, len(records), entities, attempts)
-            if len(records) == 2:
+                return await self._answer_mixed(mixed, fields, entities, attempts)
+            if not fields:
                 verdict, result = await ask_judge(
                     self.llm, records[:1], records[1], entities, self.config, attempts
                 )
@@ -489,11 +509,12 @@ class BlockDecider:
             )
 
     def _packed(
-        self, part: Packed | None, real: int, attempts: Attempts, mixed: Mixed | None
+        self, part: Packed | None, fields: bool, attempts: Attempts, mixed: Mixed | None
     ) -> _Answer | None:
-        """A block's part of a packed answer as its own answer would be; None when the
-        block asks alone: it was alone in its pack, or its part was invalid (the packed
-        request counts as one of its attempts)."""
+        """A block's part of a packed answer as its own answer would be (its fields only
+        where its own question writes them: ``fields``); None when the block asks alone:
+        it was alone in its pack, or its part was invalid (the packed request counts as
+        one of its attempts)."""
         if part is None:
             return None
         attempts.take()
@@ -506,25 +527,26 @@ class BlockDecider:
         if mixed is not None:
             groups, unsure = mixed.real(groups), mixed.real(unsure)
             canaries = mixed.answers(outcome)
-        fields = outcome.fields if real > 2 else {}
-        return _Answer(groups, unsure, fields, None, part.result, cluster_many.PROMPT, canaries)
+        written = outcome.fields if fields else {}
+        return _Answer(groups, unsure, written, None, part.result, cluster_many.PROMPT, canaries)
 
     async def _answer_mixed(
         self,
         mixed: Mixed,
-        real: int,
+        fields: bool,
         entities: tuple[EntityContext, EntityContext],
         attempts: Attempts,
     ) -> _Answer:
         """A mapping table about ``mixed``: groups as batch positions, canaries answered.
-        A pair asked this way writes no fields, as its pairwise question would not."""
+        A pair asked this way writes no fields unless its own question would
+        (``fields``, see :func:`writes_text`)."""
         outcome, result = await ask_cluster(
             self.llm, mixed.records, entities, self.config, attempts, mixed.canary
         )
         return _Answer(
             mixed.real(outcome.groups),
             mixed.real(outcome.unsure),
-            outcome.fields if real > 2 else {},
+            outcome.fields if fields else {},
             None,
             result,
             cluster_relations.PROMPT,

@@ -158,16 +158,19 @@ class _Plan:
 
 def _other_id(real: str, taken: set[str], seed: object) -> str:
     """An id shaped like ``real`` (its digits redrawn, seeded) that no record holds."""
-    for attempt in range(100):
+    digit_count = sum(ch.isdigit() for ch in real)
+    for attempt in range(200):
         rank = seed_of(seed, "id", real, attempt)
-        digits = iter(str(rank).zfill(20) * (len(real) // 20 + 1))
+        # the low digits of the draw: uniform, where a zero-padded draw starts with zeros
+        digits = iter(str(rank)[::-1].ljust(20, "0") * (len(real) // 20 + 1))
         made = "".join(next(digits) if ch.isdigit() else ch for ch in real)
-        if not any(ch.isdigit() for ch in real):
-            made = f"{real}_{rank % 1000}"
+        if not digit_count or attempt >= 20:
+            # no digits, or every id of that shape taken (ten for one digit): a suffix
+            made = f"{made}_{rank % 100_000}" if digit_count else f"{real}_{rank % 1000}"
         if made not in taken:
             taken.add(made)
             return made
-    raise ValueError(f"no free id like {real!r}")  # pragma: no cover - 100 seeded draws
+    raise ValueError(f"no free id like {real!r}")  # pragma: no cover - 200 seeded draws
 
 
 def mix(

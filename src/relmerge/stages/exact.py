@@ -20,24 +20,14 @@ from typing import Any
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.merged import joined_description
 from relmerge.model import Decision, ExtractedRelation, IssueResolution, IssueSubject, StepIssue
-from relmerge.normalize import normalize_key_text
+from relmerge.normalize import ExactKey, exact_key
 from relmerge.prompts import merge_relations
 from relmerge.providers.base import LanguageModel
 from relmerge.stages.identical import holds_pinned, merge_identical
 from relmerge.stages.llm_merge import GroupFailed, ask_merge
 from relmerge.units import Originals, Unit, member_ids, merge_units
 
-ExactKey = tuple[str, str, str, str]
 Pair = frozenset[tuple[int, ...]]
-
-
-def exact_key(relation: ExtractedRelation) -> ExactKey:
-    return (
-        relation.source_entity_id,
-        relation.target_entity_id,
-        normalize_key_text(relation.name),
-        normalize_key_text(relation.type),
-    )
 
 
 def group_subject_id(relation: ExtractedRelation) -> str:

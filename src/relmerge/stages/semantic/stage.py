@@ -34,9 +34,9 @@ from relmerge.model import (
     IssueSubject,
     StepIssue,
 )
+from relmerge.normalize import exact_key
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.stages.exact import exact_key
 from relmerge.stages.identical import holds_pinned
 from relmerge.stages.semantic.blocking import BlockKey, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import ReportSink
