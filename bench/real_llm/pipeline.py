@@ -20,12 +20,13 @@ Each mode runs once per ``--pack-tokens`` budget (``llm_pack_tokens``; 0: one re
 question) and ``--canaries`` share: the canary tally the run measured (right of answered,
 distrusted or not) is printed beside its figures, and each run with canaries is compared
 with the same run without them (pairs merged in one and not the other, right or wrong), so
-the rows show what the canaries changed. Per run: prompt and completion tokens from the
-server's ``usage``, model seconds, and seconds per pair left to the model (the pairs the
-``--llm none`` run leaves undecided); for packed requests, the share of
-``relation_cluster_many`` answers invalid as a whole and of their blocks' parts. When the
-llama.cpp server dies under a run (it exits without a word), the bench says so, with its
-exit code and log, and exits 4.
+the rows show what the canaries changed (each run's id mapping is saved to
+``.cache/mapping-*.json``; ``--changes OFF ON`` compares two runs made apart). Per run:
+prompt and completion tokens from the server's ``usage``, model seconds, and seconds per
+pair left to the model (the pairs the ``--llm none`` run leaves undecided); for packed
+requests, the share of ``relation_cluster_many`` answers invalid as a whole and of their
+blocks' parts. When the llama.cpp server dies under a run (it exits without a word), the
+bench says so, with its exit code and log, and exits 4.
 """
 
 from __future__ import annotations
@@ -133,9 +134,11 @@ def valid_single(request: LLMRequest, result: LLMResult) -> bool:
 
 @dataclass
 class Recorder:
-    """The provider, with a note of every request: task, seconds, valid or not."""
+    """The provider, with a note of every request: task, seconds, valid or not (also
+    appended to ``log`` as it comes, so a run cut short still shows its requests)."""
 
     inner: OpenAICompatibleModel
+    log: Path | None = None
     name: str = MODEL_ALIAS
     available: bool = True
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -148,19 +151,21 @@ class Recorder:
         start = time.perf_counter()
         result = await self.inner.invoke(request)
         ok, parts, bad_parts = valid(request, result)
-        self.rows.append(
-            {
-                "task": request.task,
-                "records": len(request_records(request)),
-                "seconds": round(time.perf_counter() - start, 2),
-                "valid": ok,
-                "parts": parts,
-                "invalid_parts": bad_parts,
-                "prompt_tokens": result.usage.prompt_tokens,
-                "completion_tokens": result.usage.completion_tokens,
-                "text": result.text[:2000],
-            }
-        )
+        row = {
+            "task": request.task,
+            "records": len(request_records(request)),
+            "seconds": round(time.perf_counter() - start, 2),
+            "valid": ok,
+            "parts": parts,
+            "invalid_parts": bad_parts,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "text": result.text[:2000],
+        }
+        self.rows.append(row)
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as sink:
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
         return result
 
 
@@ -302,7 +307,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             timeout=args.timeout,
             max_retries=1,
         )
-        recorder = Recorder(model)
+        log = CACHE / f"pipeline-{mode}-{pack}-{rate:g}-{args.stamp}.jsonl"
+        recorder = Recorder(model, log=log)
         try:
             mapping, result, decisions = await run(
                 data, recorder, embedder, config.model_copy(update=canaries)
@@ -321,8 +327,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "canaries": result["canaries"],
         }
         mappings[(mode, pack, rate)] = mapping
-        (CACHE / f"pipeline-{mode}-{pack}-{rate:g}-{args.stamp}.jsonl").write_text(
-            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in recorder.rows)
+        (CACHE / f"mapping-{mode}-{pack}-{rate:g}-{args.stamp}.json").write_text(
+            json.dumps(mapping, indent=0)
         )
         print(f"{label}: {json.dumps(report[label])}", flush=True)
     for (mode, pack, rate), mapping in mappings.items():
@@ -426,13 +432,43 @@ def parse_args() -> argparse.Namespace:
         default=[defaults.llm_pack_tokens],
         help="llm_pack_tokens budgets to run (0: one request per question)",
     )
+    parser.add_argument(
+        "--changes",
+        nargs=2,
+        type=Path,
+        metavar=("OFF", "ON"),
+        help="only compare two saved mappings of the sample (canaries off, on)",
+    )
     return parser.parse_args()
+
+
+def compare(args: argparse.Namespace) -> None:
+    """``--changes OFF ON``: what the canaries changed between two runs' saved mappings
+    (``.cache/mapping-*.json``) of the same sample, run apart (e.g. in parallel)."""
+    data = dev_set(args.blocks, args.seed, args.hard_blocks)
+    before, after = (json.loads(Path(path).read_text()) for path in args.changes)
+    counts = pair_counts(data, after)
+    print(
+        json.dumps(
+            {
+                "changed_by_canaries": changes(data, before, after),
+                "after": {
+                    "precision": round(counts.precision, 4),
+                    "recall": round(counts.recall, 4),
+                    "hard_negative_merges": len(counts.hard_negative_merges),
+                },
+            }
+        )
+    )
 
 
 def main() -> None:
     args = parse_args()
+    if args.changes:
+        compare(args)
+        return
     args.data = DEV
-    args.stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{args.port}"
     CACHE.mkdir(parents=True, exist_ok=True)
     process = None
     if args.base_url is None and args.modes:
