@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import json
 import random
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -149,7 +150,18 @@ class Recorder:
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         start = time.perf_counter()
-        result = await self.inner.invoke(request)
+        try:
+            result = await self.inner.invoke(request)
+        except Exception as error:  # a timeout or transport failure: noted, then raised
+            self.note(
+                {
+                    "task": request.task,
+                    "records": len(request_records(request)),
+                    "seconds": round(time.perf_counter() - start, 2),
+                    "error": f"{type(error).__name__}: {error}"[:300],
+                }
+            )
+            raise
         ok, parts, bad_parts = valid(request, result)
         row = {
             "task": request.task,
@@ -162,11 +174,15 @@ class Recorder:
             "completion_tokens": result.usage.completion_tokens,
             "text": result.text[:2000],
         }
-        self.rows.append(row)
+        self.note(row)
+        return result
+
+    def note(self, row: dict[str, Any]) -> None:
+        if "error" not in row:
+            self.rows.append(row)
         if self.log is not None:
             with self.log.open("a", encoding="utf-8") as sink:
                 sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-        return result
 
 
 async def run(
@@ -483,7 +499,11 @@ def main() -> None:
     finally:
         if process is not None:
             process.terminate()
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still computing an abandoned request
+                process.kill()
+                process.wait()
     show(report)
     (CACHE / f"pipeline-{args.stamp}.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report))
