@@ -2,11 +2,12 @@
 
     bash bench/real_llm/setup.sh
     .venv/bin/python bench/real_llm/pipeline.py [--modes json_object none] [--blocks N]
-        [--canaries 0 0.05] [--canary-min 10]
+        [--hard-blocks H] [--canaries 0 0.05] [--canary-min 10] [--pack-tokens 0 8000]
 
 Starts the local llama.cpp server of ``setup.sh`` (Qwen2.5-Coder-1.5B-Instruct, GGUF), then
 runs relmerge's step over the dev set (``../shared/data/dev``, with its entity mapping and
-profiles; or the records of ``--blocks`` multi-record blocks drawn with ``--seed``) through
+profiles; or the records of ``--blocks`` multi-record blocks drawn with ``--seed``, of which
+``--hard-blocks`` are drawn from the blocks holding a documented hard-negative pair) through
 :class:`relmerge.providers.openai_compat.OpenAICompatibleModel` in each mode, and once with
 ``--llm none`` for comparison. Every request the model gets is recorded (task, seconds,
 whether its answer passed relmerge's own validation against that request). Prints per
@@ -15,10 +16,17 @@ mode: requests by task, the invalid-answer rate of ``relation_cluster`` and
 against ``--llm none``, and how many of the model's merges were right; the last line is
 one JSON object with every figure (also written to ``.cache/pipeline-<stamp>.json``).
 
-Each mode runs once per ``--canaries`` share: the canary tally the run measured (right of
-answered, distrusted or not) is printed beside its figures, so the rows with and without
-canaries show what the canaries changed. When the llama.cpp server dies under a run (it
-exits without a word), the bench says so, with its exit code and log, and exits 4.
+Each mode runs once per ``--pack-tokens`` budget (``llm_pack_tokens``; 0: one request per
+question) and ``--canaries`` share: the canary tally the run measured (right of answered,
+distrusted or not) is printed beside its figures, and each run with canaries is compared
+with the same run without them (pairs merged in one and not the other, right or wrong), so
+the rows show what the canaries changed (each run's id mapping is saved to
+``.cache/mapping-*.json``; ``--changes OFF ON`` compares two runs made apart). Per run:
+prompt and completion tokens from the server's ``usage``, model seconds, and seconds per
+pair left to the model (the pairs the ``--llm none`` run leaves undecided); for packed
+requests, the share of ``relation_cluster_many`` answers invalid as a whole and of their
+blocks' parts. When the llama.cpp server dies under a run (it exits without a word), the
+bench says so, with its exit code and log, and exits 4.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import argparse
 import asyncio
 import json
 import random
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -42,7 +51,8 @@ from judge_pairs import CACHE, DEFAULT_MODEL, DEFAULT_PYTHON, MODEL_ALIAS, start
 from labelled import DEV, DOMAINS, Labelled, load_dev, pair_counts
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.errors import InvalidAnswerError
-from relmerge.prompts import cluster_relations, judge_pair, merge_relations
+from relmerge.model import EntityContext
+from relmerge.prompts import cluster_many, cluster_relations, judge_pair, merge_relations
 from relmerge.providers.base import LLMRequest, LLMResult
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel
 from relmerge.providers.fake import request_records
@@ -51,8 +61,9 @@ from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 
 
-def dev_set(blocks: int, seed: int) -> Labelled:
-    """All dev domains as one set, or the records of ``blocks`` sampled blocks."""
+def dev_set(blocks: int, seed: int, hard_blocks: int = 0) -> Labelled:
+    """All dev domains as one set, or the records of ``blocks`` sampled blocks, of which
+    ``hard_blocks`` hold a documented hard-negative pair (0: drawn from all blocks alike)."""
     parts = [load_dev(domain) for domain in DOMAINS]
     data = Labelled(
         "dev",
@@ -62,17 +73,52 @@ def dev_set(blocks: int, seed: int) -> Labelled:
         parts[0].entities,
         parts[0].hard_negatives,
     )
-    if blocks:
+    if blocks and hard_blocks:
+        rng = random.Random(seed)
+        hard = [block for block in data.blocks() if holds_hard_negative(data, block)]
+        rest = [block for block in data.blocks() if not holds_hard_negative(data, block)]
+        chosen = rng.sample(hard, hard_blocks) + rng.sample(rest, blocks - hard_blocks)
+        keep = {relation_id for block in chosen for relation_id in block}
+        data.records = [r for r in data.records if r["relation_id"] in keep]
+    elif blocks:
         chosen = random.Random(seed).sample(data.blocks(), blocks)
         keep = {relation_id for block in chosen for relation_id in block}
         data.records = [r for r in data.records if r["relation_id"] in keep]
     return data
 
 
-def valid(request: LLMRequest, result: LLMResult) -> bool:
-    """Whether the answer passes relmerge's validation of this request."""
+def holds_hard_negative(data: Labelled, block: list[str]) -> bool:
+    return any(
+        frozenset((data.gold[a], data.gold[b])) in data.hard_negatives
+        for a, b in combinations(block, 2)
+    )
+
+
+def packed_parts(request: LLMRequest) -> list[cluster_many.Part]:
+    """The blocks of a ``relation_cluster_many`` request, as its validation reads them."""
+    blocks = request_records(request)  # the first json block: the list of blocks
+    nobody = EntityContext("", "")
+    return [cluster_many.Part(block["records"], (nobody, nobody), {}) for block in blocks]
+
+
+def valid(request: LLMRequest, result: LLMResult) -> tuple[bool, int, int]:
+    """Whether the answer passes relmerge's validation of this request, with (for packed
+    requests) its blocks' parts: how many, how many invalid."""
     if result.parsed is None or getattr(result, "truncated", False):
-        return False
+        parts = len(request_records(request)) if request.task == cluster_many.TASK else 0
+        return False, parts, parts
+    if request.task == cluster_many.TASK:
+        parts_ = packed_parts(request)
+        try:
+            read = cluster_many.validate_answer(result.parsed, parts_)
+        except (InvalidAnswerError, KeyError, TypeError, ValueError, AttributeError):
+            return False, len(parts_), len(parts_)
+        bad = sum(isinstance(item, InvalidAnswerError) for item in read)
+        return True, len(parts_), bad
+    return valid_single(request, result), 0, 0
+
+
+def valid_single(request: LLMRequest, result: LLMResult) -> bool:
     records = request_records(request)
     try:
         if request.task == "relation_cluster":
@@ -89,9 +135,11 @@ def valid(request: LLMRequest, result: LLMResult) -> bool:
 
 @dataclass
 class Recorder:
-    """The provider, with a note of every request: task, seconds, valid or not."""
+    """The provider, with a note of every request: task, seconds, valid or not (also
+    appended to ``log`` as it comes, so a run cut short still shows its requests)."""
 
     inner: OpenAICompatibleModel
+    log: Path | None = None
     name: str = MODEL_ALIAS
     available: bool = True
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -102,18 +150,39 @@ class Recorder:
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         start = time.perf_counter()
-        result = await self.inner.invoke(request)
-        self.rows.append(
-            {
-                "task": request.task,
-                "records": len(request_records(request)),
-                "seconds": round(time.perf_counter() - start, 2),
-                "valid": valid(request, result),
-                "completion_tokens": result.usage.completion_tokens,
-                "text": result.text[:2000],
-            }
-        )
+        try:
+            result = await self.inner.invoke(request)
+        except Exception as error:  # a timeout or transport failure: noted, then raised
+            self.note(
+                {
+                    "task": request.task,
+                    "records": len(request_records(request)),
+                    "seconds": round(time.perf_counter() - start, 2),
+                    "error": f"{type(error).__name__}: {error}"[:300],
+                }
+            )
+            raise
+        ok, parts, bad_parts = valid(request, result)
+        row = {
+            "task": request.task,
+            "records": len(request_records(request)),
+            "seconds": round(time.perf_counter() - start, 2),
+            "valid": ok,
+            "parts": parts,
+            "invalid_parts": bad_parts,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "text": result.text[:2000],
+        }
+        self.note(row)
         return result
+
+    def note(self, row: dict[str, Any]) -> None:
+        if "error" not in row:
+            self.rows.append(row)
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as sink:
+                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 async def run(
@@ -168,6 +237,8 @@ def figures(data: Labelled, mapping: dict[str, str], result: dict[str, Any]) -> 
         "failed_groups": result["failed_group_count"],
         "clarifications": result.get("clarification_count"),
         "seconds": result["seconds"]["total"],
+        "prompt_tokens": result["cost"]["prompt_tokens"],
+        "completion_tokens": result["cost"]["completion_tokens"],
     }
 
 
@@ -181,55 +252,106 @@ def by_task(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "invalid": invalid,
             "invalid_rate": round(invalid / len(chosen), 4),
             "seconds_per_request": round(sum(r["seconds"] for r in chosen) / len(chosen), 2),
+            "prompt_tokens_mean": round(sum(r["prompt_tokens"] for r in chosen) / len(chosen), 1),
             "completion_tokens_mean": round(
                 sum(r["completion_tokens"] for r in chosen) / len(chosen), 1
             ),
         }
+        if task == cluster_many.TASK:
+            parts = sum(row["parts"] for row in chosen)
+            bad = sum(row["invalid_parts"] for row in chosen)
+            report[task] |= {
+                "block_parts": parts,
+                "invalid_parts": bad,
+                "invalid_part_rate": round(bad / parts, 4) if parts else 0.0,
+            }
     return report
 
 
+def model_time(rows: list[dict[str, Any]], left_to_model: int) -> dict[str, Any]:
+    """The model's seconds in all, and per pair the rules left to it."""
+    seconds = sum(row["seconds"] for row in rows)
+    return {
+        "model_seconds": round(seconds, 1),
+        "pairs_left_to_model": left_to_model,
+        "seconds_per_pair": round(seconds / left_to_model, 2) if left_to_model else None,
+    }
+
+
+def changes(data: Labelled, before: dict[str, str], after: dict[str, str]) -> dict[str, int]:
+    """Pairs merged in one run and not in the other (``before``: canaries off), right or
+    wrong by the labels; doubtful pairs left out as in every count."""
+    out = {"unmerged_right": 0, "unmerged_wrong": 0, "merged_right": 0, "merged_wrong": 0}
+    for ids in data.blocks():
+        for a, b in combinations(ids, 2):
+            if frozenset((a, b)) in data.doubtful:
+                continue
+            was, now = before[a] == before[b], after[a] == after[b]
+            if was == now:
+                continue
+            kind = "merged" if now else "unmerged"
+            out[f"{kind}_{'right' if data.gold[a] == data.gold[b] else 'wrong'}"] += 1
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    data = dev_set(args.blocks, args.seed)
+    data = dev_set(args.blocks, args.seed, args.hard_blocks)
     embedder = CachedEmbedder(UseEmbedder())
     config = DeduplicateRelationsConfig(concurrency=1)
     mapping, result, _ = await run(data, None, embedder, config)
+    left_to_model = result["llm_needed_pair_count"]
     report: dict[str, Any] = {
         "records": len(data.records),
         "blocks": len(data.blocks()),
-        "rules only": figures(data, mapping, result),
+        "hard_negative_blocks": sum(holds_hard_negative(data, b) for b in data.blocks()),
+        "rules only": {**figures(data, mapping, result), "pairs_left_to_model": left_to_model},
     }
-    for mode in args.modes:
-        for rate in args.canaries:
-            label = f"LLM, {mode}, canaries {rate:g}"
-            canaries = {"canaries": rate, "canary_min": args.canary_min}
-            model = OpenAICompatibleModel(
-                base_url=args.base_url,
-                model=MODEL_ALIAS,
-                response_format=mode,
-                timeout=args.timeout,
-                max_retries=1,
+    mappings: dict[tuple[str, int, float], dict[str, str]] = {}
+    for mode, pack, rate in [
+        (m, k, r) for m in args.modes for k in args.pack_tokens for r in args.canaries
+    ]:
+        label = f"LLM, {mode}, pack {pack}, canaries {rate:g}"
+        canaries = {
+            "canaries": rate,
+            "canary_min": args.canary_min,
+            "llm_pack_tokens": pack,
+        }
+        model = OpenAICompatibleModel(
+            base_url=args.base_url,
+            model=MODEL_ALIAS,
+            response_format=mode,
+            timeout=args.timeout,
+            max_retries=1,
+        )
+        log = CACHE / f"pipeline-{mode}-{pack}-{rate:g}-{args.stamp}.jsonl"
+        recorder = Recorder(model, log=log)
+        try:
+            mapping, result, decisions = await run(
+                data, recorder, embedder, config.model_copy(update=canaries)
             )
-            recorder = Recorder(model)
-            try:
-                mapping, result, decisions = await run(
-                    data, recorder, embedder, config.model_copy(update=canaries)
-                )
-            except Exception as error:
-                died(args, error)
-                raise
-            finally:
-                await model.aclose()
-            died(args, None)
-            report[label] = {
-                **figures(data, mapping, result),
-                "by_task": by_task(recorder.rows),
-                "llm_merges": llm_merges(data, decisions),
-                "canaries": result["canaries"],
-            }
-            (CACHE / f"pipeline-{mode}-{rate:g}-{args.stamp}.jsonl").write_text(
-                "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in recorder.rows)
+        except Exception as error:
+            died(args, error)
+            raise
+        finally:
+            await model.aclose()
+        died(args, None)
+        report[label] = {
+            **figures(data, mapping, result),
+            **model_time(recorder.rows, left_to_model),
+            "by_task": by_task(recorder.rows),
+            "llm_merges": llm_merges(data, decisions),
+            "canaries": result["canaries"],
+        }
+        mappings[(mode, pack, rate)] = mapping
+        (CACHE / f"mapping-{mode}-{pack}-{rate:g}-{args.stamp}.json").write_text(
+            json.dumps(mapping, indent=0)
+        )
+        print(f"{label}: {json.dumps(report[label])}", flush=True)
+    for (mode, pack, rate), mapping in mappings.items():
+        if rate and (mode, pack, 0.0) in mappings:
+            report[f"LLM, {mode}, pack {pack}, canaries {rate:g}"]["changed_by_canaries"] = changes(
+                data, mappings[(mode, pack, 0.0)], mapping
             )
-            print(f"{label}: {json.dumps(report[label])}", flush=True)
     return report
 
 
@@ -255,12 +377,16 @@ def died(args: argparse.Namespace, error: BaseException | None) -> None:
 
 
 def show(report: dict[str, Any]) -> None:
-    print(f"\n{report['records']} records, {report['blocks']} multi-record blocks")
+    print(
+        f"\n{report['records']} records, {report['blocks']} multi-record blocks "
+        f"({report['hard_negative_blocks']} with a documented hard-negative pair); "
+        f"{report['rules only']['pairs_left_to_model']} pairs left to the model"
+    )
     print(
         f"{'run':<34}{'P':>7}{'R':>7}{'F1':>7}{'HN':>4}{'requests':>10}{'invalid':>9}"
         f"{'s/req':>7}  canaries"
     )
-    for name in [key for key in report if key not in ("records", "blocks")]:
+    for name in [key for key in report if isinstance(report[key], dict)]:
         row = report[name]
         tasks = row.get("by_task", {})
         seconds = [t["seconds_per_request"] for t in tasks.values()]
@@ -270,6 +396,14 @@ def show(report: dict[str, Any]) -> None:
             f"{row['llm_invalid_answers']:>9}{(max(seconds) if seconds else 0):>7.1f}"
             f"  {canary_note(row.get('canaries'))}"
         )
+        if tasks:
+            print(
+                f"    prompt tokens {row['prompt_tokens']}, completion tokens "
+                f"{row['completion_tokens']}, model {row['model_seconds']} s, "
+                f"{row['seconds_per_pair']} s per pair left to the model"
+            )
+        if "changed_by_canaries" in row:
+            print(f"    changed by canaries: {json.dumps(row['changed_by_canaries'])}")
         for task, figures_ in tasks.items():
             print(f"    {task:<18} {json.dumps(figures_)}")
 
@@ -287,6 +421,12 @@ def parse_args() -> argparse.Namespace:
         "--modes", nargs="*", default=["json_object", "none"], help="response formats to run"
     )
     parser.add_argument("--blocks", type=int, default=0, help="sample of blocks; 0 = all")
+    parser.add_argument(
+        "--hard-blocks",
+        type=int,
+        default=0,
+        help="of the sample, blocks drawn from those with a documented hard-negative pair",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--port", type=int, default=8791)
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
@@ -299,14 +439,52 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--canaries", type=float, nargs="+", default=[0.0, 0.05], help="canary shares to run"
     )
-    parser.add_argument("--canary-min", type=int, default=10)
+    defaults = DeduplicateRelationsConfig()
+    parser.add_argument("--canary-min", type=int, default=defaults.canary_min)
+    parser.add_argument(
+        "--pack-tokens",
+        type=int,
+        nargs="+",
+        default=[defaults.llm_pack_tokens],
+        help="llm_pack_tokens budgets to run (0: one request per question)",
+    )
+    parser.add_argument(
+        "--changes",
+        nargs=2,
+        type=Path,
+        metavar=("OFF", "ON"),
+        help="only compare two saved mappings of the sample (canaries off, on)",
+    )
     return parser.parse_args()
+
+
+def compare(args: argparse.Namespace) -> None:
+    """``--changes OFF ON``: what the canaries changed between two runs' saved mappings
+    (``.cache/mapping-*.json``) of the same sample, run apart (e.g. in parallel)."""
+    data = dev_set(args.blocks, args.seed, args.hard_blocks)
+    before, after = (json.loads(Path(path).read_text()) for path in args.changes)
+    counts = pair_counts(data, after)
+    print(
+        json.dumps(
+            {
+                "changed_by_canaries": changes(data, before, after),
+                "after": {
+                    "precision": round(counts.precision, 4),
+                    "recall": round(counts.recall, 4),
+                    "hard_negative_merges": len(counts.hard_negative_merges),
+                },
+            }
+        )
+    )
 
 
 def main() -> None:
     args = parse_args()
+    if args.changes:
+        compare(args)
+        return
     args.data = DEV
-    args.stamp = time.strftime("%Y%m%d-%H%M%S")
+    args.stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{args.port}"
     CACHE.mkdir(parents=True, exist_ok=True)
     process = None
     if args.base_url is None and args.modes:
@@ -315,13 +493,17 @@ def main() -> None:
         process = start_server(args, args.server_log)
     args.process = process
     try:
-        if args.modes:
+        if process is not None:
             wait_ready(args.base_url, process, timeout=300)
         report = asyncio.run(main_async(args))
     finally:
         if process is not None:
             process.terminate()
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still computing an abandoned request
+                process.kill()
+                process.wait()
     show(report)
     (CACHE / f"pipeline-{args.stamp}.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report))
