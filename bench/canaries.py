@@ -1,7 +1,7 @@
 """Canary questions on the dev set, through the CLI, the real HTTP client and a scripted
 judge server answering from gold (``judge_server.py``; ``--error-rate 0.5``: at chance).
 
-    python bench/canaries.py [--dev ../shared/data/dev] [--rates 0.05 0.15]
+    python bench/canaries.py [--dev ../shared/data/dev] [--rates 0.05 0.15] [--pack-tokens N]
 
 Rows: rules only (``--llm none``); the at-chance judge without canaries; the at-chance
 judge with canaries at each of ``--rates``; the gold judge without and with canaries
@@ -9,6 +9,7 @@ judge with canaries at each of ``--rates``; the gold judge without and with cana
 tally and the exit status per row, then the targets: with canaries, at-chance precision
 ≥ rules-only − 0.01 and no more hard-negative merges than rules-only; gold: ≤ 5% more
 requests and no output change. The last line is one JSON object with every figure.
+``--pack-tokens`` is passed on as ``--llm-pack-tokens`` (unset: the run's default).
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=REPO.parent / "shared" / "data" / "dev")
     parser.add_argument("--rates", type=float, nargs="+", default=[0.05, 0.15])
+    parser.add_argument("--pack-tokens", type=int, help="--llm-pack-tokens [the default]")
     args = parser.parse_args()
+    packing = [] if args.pack_tokens is None else ["--llm-pack-tokens", str(args.pack_tokens)]
     gold = load_gold(args.dev / "gold.jsonl")
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -90,7 +93,7 @@ def main() -> None:
         runs += [("gold, canaries off", 0.0, 0.0), ("gold, canaries 0.05", 0.0, 0.05)]
         for label, error_rate, rate in runs:
             with JudgeServer(GoldJudge(gold, error_rate)) as server:
-                llm = ["--llm-base-url", server.base_url, "--llm-model", "gold-judge"]
+                llm = ["--llm-base-url", server.base_url, "--llm-model", "gold-judge", *packing]
                 out = root / label.replace(" ", "_").replace(",", "")
                 rows[label] = run(args.dev, out, [*llm, "--canaries", str(rate)])
     print(

@@ -1,11 +1,12 @@
 """Dev-set quality and cost of the full pipeline, through the CLI and a loopback judge.
 
-    python bench/semantic_dev.py [--dev ../shared/data/dev]
+    python bench/semantic_dev.py [--dev ../shared/data/dev] [--pack-tokens N]
 
 Runs ``relmerge run`` on the dev set (entity mapping + entities file) three ways — with
 ``--llm none``, with the gold-answering judge server, and with the judge giving 10% wrong
 answers — then ``relmerge eval``, and counts merges that join the two sides of any pair
-in ``hard_negatives.jsonl``. Prints a table and a final JSON line.
+in ``hard_negatives.jsonl``. Prints a table and a final JSON line. ``--pack-tokens`` is
+passed on as ``--llm-pack-tokens`` (unset: the run's default; 0: one request per question).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def run(dev: Path, out: Path, extra: list[str]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=REPO.parent / "shared" / "data" / "dev")
+    parser.add_argument("--pack-tokens", type=int, help="--llm-pack-tokens [the default]")
     args = parser.parse_args()
+    packing = [] if args.pack_tokens is None else ["--llm-pack-tokens", str(args.pack_tokens)]
     gold = load_gold(args.dev / "gold.jsonl")
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,7 +89,7 @@ def main() -> None:
                 rows[label] = run(
                     args.dev,
                     root / label.replace(" ", "_").replace(",", "").replace("%", ""),
-                    ["--llm-base-url", server.base_url, "--llm-model", "gold-judge"],
+                    ["--llm-base-url", server.base_url, "--llm-model", "gold-judge", *packing],
                 )
                 rows[label]["server_requests"] = server.requests
         for label, out in zip(rows, ["none", "gold_judge", "gold_judge_10_wrong"], strict=True):

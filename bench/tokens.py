@@ -3,7 +3,7 @@ tokens per relation, and pair F1, with the gold-answering judge of ``judge_serve
 counting what it receives over real HTTP.
 
     python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
-                           [--pack-tokens 0 4000 ...]
+                           [--pack-tokens 0 8000 ...]
 
 Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
 Each row is one run of the step (a memory store, the default settings, no cache) with
@@ -11,7 +11,8 @@ the OpenAI-compatible client against a fresh server. Tokens are the server's est
 (``judge_server.estimated_tokens``: ~4 characters a token) and, beside them, the run's own
 count from the server's ``usage`` (``cost`` of the result): they must agree. Prints one
 row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
-per question, side by side), and one JSON line with every figure.
+per question; by default 0 and the default, side by side), and one JSON line with every
+figure.
 """
 
 from __future__ import annotations
@@ -125,8 +126,13 @@ def main() -> None:
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--embedding", choices=("use", "hash"), default="use")
     parser.add_argument("--error-rate", type=float, default=0.0)
+    default = DeduplicateRelationsConfig().llm_pack_tokens
     parser.add_argument(
-        "--pack-tokens", type=int, nargs="+", default=[0], help="llm_pack_tokens values to run"
+        "--pack-tokens",
+        type=int,
+        nargs="+",
+        default=[0, default],
+        help=f"llm_pack_tokens values to run [0 (one request per question) and {default}]",
     )
     parser.add_argument("--pack-records", type=int, default=60, help="llm_pack_records")
     parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")

@@ -90,8 +90,12 @@ async def run(llm: ScriptedLLM | None, semantic: bool) -> RunOutput:
     return (await run_with_store(llm, semantic))[0]
 
 
-async def run_with_store(llm: ScriptedLLM | None, semantic: bool) -> tuple[RunOutput, MemoryStore]:
+async def run_with_store(
+    llm: ScriptedLLM | None, semantic: bool, pack: int | None = None
+) -> tuple[RunOutput, MemoryStore]:
+    """``pack``: ``llm_pack_tokens`` (None: the default)."""
     if semantic:
+        packing: dict[str, Any] = {} if pack is None else {"llm_pack_tokens": pack}
         output, _, store = await run_step(
             RECORDS,
             llm,
@@ -99,6 +103,7 @@ async def run_with_store(llm: ScriptedLLM | None, semantic: bool) -> tuple[RunOu
             entities=ENTITIES,
             max_attempts=MAX_ATTEMPTS,
             **SEMANTIC,
+            **packing,
         )
     else:
         output, _, store = await run_step(RECORDS, llm, max_attempts=MAX_ATTEMPTS)
@@ -366,7 +371,8 @@ async def test_compromised_answers_are_refused_and_originals_kept(
     name: str, semantic: bool, rules_only: dict[bool, RunOutput]
 ) -> None:
     llm = ScriptedLLM(ATTACKS[name])
-    output, store = await run_with_store(llm, semantic)
+    # One question a request: the counts below are per question (packed: the next test).
+    output, store = await run_with_store(llm, semantic, pack=0)
 
     assert_contained(output)
     assert_requests_inert(llm.requests)
@@ -396,6 +402,21 @@ async def test_compromised_answers_are_refused_and_originals_kept(
         assert request.messages[-1].content.startswith("That answer is invalid: ")
     llm_verdicts = {d.verdict for d in logged_decisions(store) if d.tier == "llm"}
     assert llm_verdicts == (set() if semantic else {"failed"})
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+async def test_compromised_packed_answers_are_refused_and_originals_kept(
+    name: str, rules_only: dict[bool, RunOutput]
+) -> None:
+    """Packed (the default): each block's compromised part is refused, the block asked
+    alone is refused again, and nothing the model said is applied."""
+    llm = ScriptedLLM(ATTACKS[name])
+    output, _ = await run_with_store(llm, True)
+    assert llm.requests[0].task == "relation_cluster_many"
+    assert_contained(output)
+    assert_requests_inert(llm.requests)
+    assert output.relation_id_mapping == rules_only[True].relation_id_mapping
+    assert output.result["failed_group_count"] == 5
 
 
 def obey_within_request(request: LLMRequest, records: list[dict[str, Any]]) -> Any:

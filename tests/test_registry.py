@@ -38,6 +38,11 @@ from relmerge.providers.base import LLMRequest, LLMResult
 BLOCK = re.compile(r"```json\\n(.*?)\\n```", re.DOTALL)
 
 
+def acme_block(block):
+    ids = [record["relation_id"] for record in block["records"]]
+    return {"block": block["block"], "mapping_table": {ids[0]: ids}}
+
+
 class AcmeModel:
     """Merges whatever it is asked about (the relmerge rules still bind it)."""
 
@@ -49,11 +54,13 @@ class AcmeModel:
     async def invoke(self, request: LLMRequest) -> LLMResult:
         user = next(m.content for m in request.messages if m.role == "user")
         records = orjson.loads(BLOCK.search(user).group(1))
-        ids = [record["relation_id"] for record in records]
+        ids = [record.get("relation_id") for record in records]
         if request.task == "relation_judge":
             answer = {"verdict": "merge", "reason": "acme merges", "duplicate_of": ids[0]}
         elif request.task == "relation_cluster":
             answer = {"relation_list": [], "mapping_table": {ids[0]: ids}}
+        elif request.task == "relation_cluster_many":  # records: the blocks of a pack
+            answer = {"blocks": [acme_block(block) for block in records]}
         else:
             fields = ("type", "name", "description", "attributes")
             answer = {"relation": {key: records[0][key] for key in fields}}
@@ -207,4 +214,5 @@ def test_the_cli_runs_with_a_third_party_provider(plugin_path: Path, tmp_path: P
     lines = [orjson.loads(line) for line in (out / "decisions.jsonl").read_bytes().splitlines()]
     asked = [line for line in lines if line["tier"] == "llm"]
     assert asked and {line["model"] for line in asked} == {"acme-1"}
-    assert {line["prompt"] for line in asked} <= {"relation_judge@2", "relation_cluster@2"}
+    prompts = {"relation_judge@2", "relation_cluster@2", "relation_cluster_many@1"}
+    assert {line["prompt"] for line in asked} <= prompts

@@ -11,8 +11,9 @@ profiles; or the records of ``--blocks`` multi-record blocks drawn with ``--seed
 :class:`relmerge.providers.openai_compat.OpenAICompatibleModel` in each mode, and once with
 ``--llm none`` for comparison. Every request the model gets is recorded (task, seconds,
 whether its answer passed relmerge's own validation against that request). Prints per
-mode: requests by task, the invalid-answer rate of ``relation_cluster`` and
-``relation_judge`` answers, seconds per request, pair P / R / F1 and hard-negative merges
+mode: requests by task, the invalid-answer rate of ``relation_cluster``,
+``relation_cluster_many`` (packed: every block's part valid) and ``relation_judge``
+answers, seconds per request, pair P / R / F1 and hard-negative merges
 against ``--llm none``, and how many of the model's merges were right; the last line is
 one JSON object with every figure (also written to ``.cache/pipeline-<stamp>.json``).
 
@@ -126,6 +127,11 @@ def valid_single(request: LLMRequest, result: LLMResult) -> bool:
         elif request.task == "relation_judge":
             existing = [str(r["relation_id"]) for r in records if r.get("role") == "existing"]
             judge_pair.validate_answer(result.parsed, existing)
+        elif request.task == cluster_many.TASK:  # valid: every block's part is
+            nobody = (EntityContext("", ""), EntityContext("", ""))
+            parts = [cluster_many.Part(block["records"], nobody, {}) for block in records]
+            outcomes = cluster_many.validate_answer(result.parsed, parts)
+            return not any(isinstance(outcome, InvalidAnswerError) for outcome in outcomes)
         else:
             merge_relations.validate_answer(result.parsed, [])
     except (InvalidAnswerError, KeyError, TypeError, ValueError):

@@ -347,6 +347,7 @@ def test_an_endpoint_dead_after_the_preflight_exits_3_with_the_pairs_for_review(
         args = ["--llm-base-url", server.base_url, "--llm-model", "m"]
         args += ["--config", str(write_config(tmp_path))]
         args += ["--llm-breaker-groups", "2", "--concurrency", "1"]
+        args += ["--llm-pack-tokens", "0"]  # counts the tries of questions asked one by one
         code, text = invoke(sample_args(out, *args))
         assert code == 3, text
         result = checked(out, EXAMPLE / "relations.jsonl")  # complete, nothing lost
@@ -380,7 +381,12 @@ def test_an_endpoint_dead_after_the_preflight_exits_3_with_the_pairs_for_review(
 @pytest.mark.parametrize(
     ("handler", "extra", "code"),
     [
-        (gold_task_handler(GoldJudge({})), ["--max-llm-requests", "1"], "llm_budget_exhausted"),
+        (
+            gold_task_handler(GoldJudge({})),
+            # One question a request: a packed request would decide the sample within budget.
+            ["--max-llm-requests", "1", "--llm-pack-tokens", "0"],
+            "llm_budget_exhausted",
+        ),
         (lambda body: Reply(content="I cannot help with that."), [], "deduplication_failed"),
     ],
     ids=["budget spent", "invalid answers"],
@@ -414,6 +420,7 @@ def test_a_run_whose_endpoint_died_resumes_to_the_outputs_of_an_uninterrupted_ru
     with LLMServer(handler=switch) as server:
         out = tmp_path / "out"
         args = dev_run_args(out, server.base_url, 2, "--config", str(write_config(tmp_path)))
+        args += ["--llm-pack-tokens", "0"]  # the bound below counts questions asked one by one
         code, text = invoke(args)
         assert code == 3, text
         died = checked(out, DEV / "relations.jsonl")

@@ -58,6 +58,8 @@ def _command(out: Path, judge: LLMServer, *extra: str) -> list[str]:
         "gold",
         "--embedding",
         "hash",
+        "--llm-pack-tokens",  # one question a request: many slow requests, seconds of LLM time
+        "0",
         *extra,
     ]
 

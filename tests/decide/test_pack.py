@@ -16,7 +16,12 @@ from relmerge.providers.embedding import HashEmbedder
 from relmerge.providers.fake import ScriptedLLM
 from tests.factories import record, run_step, step_log
 
-LLM_ONLY: dict[str, Any] = {"auto_merge_cosine": None, "auto_keep_cosine": -1.0, "canaries": 0}
+LLM_ONLY: dict[str, Any] = {
+    "auto_merge_cosine": None,
+    "auto_keep_cosine": -1.0,
+    "canaries": 0,
+    "llm_pack_tokens": 0,
+}
 PACKED: dict[str, Any] = {**LLM_ONLY, "llm_pack_tokens": 8000}
 
 
@@ -54,6 +59,11 @@ def merge_all(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"mapping_table": {ids[0]: ids}}
 
 
+def model(script: Any) -> ScriptedLLM:
+    """A scripted model whose script answers packed requests itself."""
+    return ScriptedLLM(script, per_block=False)
+
+
 def groups(mapping: dict[str, str]) -> set[frozenset[str]]:
     by: dict[str, set[str]] = {}
     for relation_id, merged in mapping.items():
@@ -67,7 +77,7 @@ EACH_BLOCK = {
 
 
 async def test_one_packed_request_merges_within_each_block() -> None:
-    llm = ScriptedLLM(merge_each_block)
+    llm = model(merge_each_block)
     output, _, store = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
     assert [r.task for r in llm.requests] == ["relation_cluster_many"]
     assert groups(output.relation_id_mapping) == EACH_BLOCK
@@ -79,7 +89,7 @@ async def test_one_packed_request_merges_within_each_block() -> None:
 
 
 async def test_packing_off_asks_each_question_alone() -> None:
-    llm = ScriptedLLM(merge_each_block)
+    llm = model(merge_each_block)
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **LLM_ONLY)
     assert sorted(r.task for r in llm.requests) == [
         "relation_cluster",
@@ -91,17 +101,17 @@ async def test_packing_off_asks_each_question_alone() -> None:
 
 async def test_packed_and_per_question_write_the_same_relations() -> None:
     alone, _, _ = await run_step(
-        RECORDS, ScriptedLLM(merge_each_block), embedder=HashEmbedder(), **LLM_ONLY
+        RECORDS, model(merge_each_block), embedder=HashEmbedder(), **LLM_ONLY
     )
     packed, _, _ = await run_step(
-        RECORDS, ScriptedLLM(merge_each_block), embedder=HashEmbedder(), **PACKED
+        RECORDS, model(merge_each_block), embedder=HashEmbedder(), **PACKED
     )
     assert alone.relation_id_mapping == packed.relation_id_mapping
     assert [r.model_dump() for r in alone.relations] == [r.model_dump() for r in packed.relations]
 
 
 async def test_a_tiny_budget_packs_nothing() -> None:
-    llm = ScriptedLLM(merge_each_block)
+    llm = model(merge_each_block)
     await run_step(RECORDS, llm, embedder=HashEmbedder(), **{**LLM_ONLY, "llm_pack_tokens": 1})
     assert "relation_cluster_many" not in {r.task for r in llm.requests}
     assert len(llm.requests) == 3
@@ -118,7 +128,7 @@ def cross_block(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str,
 
 
 async def test_a_merge_across_blocks_is_refused_and_that_block_asked_alone() -> None:
-    llm = ScriptedLLM(cross_block)
+    llm = model(cross_block)
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
     assert [r.task for r in llm.requests] == ["relation_cluster_many", "relation_cluster"]
     alone = {
@@ -139,7 +149,7 @@ def second_block_broken(request: LLMRequest, records: list[dict[str, Any]]) -> d
 
 
 async def test_a_partly_invalid_answer_keeps_the_valid_parts() -> None:
-    llm = ScriptedLLM(second_block_broken)
+    llm = model(second_block_broken)
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
     # Block 2 (two records) is asked again alone, as its pairwise question; 1 and 3 not.
     assert [r.task for r in llm.requests] == ["relation_cluster_many", "relation_judge"]
@@ -152,7 +162,7 @@ async def test_an_answer_with_no_valid_part_is_retried_then_each_block_asks_alon
             return {"mapping_table": {}}  # not a list of blocks
         return merge_each_block(request, records)
 
-    llm = ScriptedLLM(broken)
+    llm = model(broken)
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
     tasks = [r.task for r in llm.requests]
     assert tasks[:2] == ["relation_cluster_many", "relation_cluster_many"]
@@ -162,7 +172,7 @@ async def test_an_answer_with_no_valid_part_is_retried_then_each_block_asks_alon
 
 
 async def test_packing_is_the_same_run_to_run() -> None:
-    first, second = ScriptedLLM(merge_each_block), ScriptedLLM(merge_each_block)
+    first, second = model(merge_each_block), model(merge_each_block)
     await run_step(RECORDS, first, embedder=HashEmbedder(), **PACKED)
     await run_step(RECORDS, second, embedder=HashEmbedder(), **PACKED)
     assert [r.messages for r in first.requests] == [r.messages for r in second.requests]
@@ -210,7 +220,7 @@ def test_a_missing_block_is_that_block_invalid() -> None:
 async def test_each_blocks_canaries_ride_in_its_own_part() -> None:
     """With canaries, every block of a pack carries its own canary records, read among its
     own records: a model that groups them right is counted right, and nothing changes."""
-    llm = ScriptedLLM(merge_each_block)
+    llm = model(merge_each_block)
     config = {**PACKED, "canaries": 0.05}
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **config)
     assert [r.task for r in llm.requests] == ["relation_cluster_many"]
@@ -221,4 +231,21 @@ async def test_each_blocks_canaries_ride_in_its_own_part() -> None:
         assert len(ids) > len([r for r in RECORDS if r["relation_id"].startswith(prefix)])
     canaries = output.result["canaries"]
     assert canaries["asked"] >= 3 and canaries["right"] == canaries["answered"] > 0
+    assert groups(output.relation_id_mapping) == EACH_BLOCK
+
+
+async def test_a_script_of_the_one_question_tasks_answers_a_pack_block_by_block() -> None:
+    """The scripted model puts each block of a pack to a script that knows only
+    ``relation_cluster`` and ``relation_judge``, as the block's own question."""
+    asked: list[tuple[str, int]] = []
+
+    def one_question(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str, Any]:
+        assert request.task != "relation_cluster_many"
+        asked.append((request.task, len(records)))
+        return merge_each_block(request, records)
+
+    llm = ScriptedLLM(one_question)
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
+    assert [r.task for r in llm.requests] == ["relation_cluster_many"]
+    assert asked == [("relation_cluster", 3), ("relation_judge", 2), ("relation_cluster", 3)]
     assert groups(output.relation_id_mapping) == EACH_BLOCK

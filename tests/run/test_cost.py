@@ -104,7 +104,7 @@ def _run(input_path: Path, out: Path, base_url: str, *extra: str) -> dict[str, A
 def metered_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Metered]:
     handler = Metered()
     out = tmp_path_factory.mktemp("cost") / "out"
-    with LLMServer(handler=handler) as server:
+    with LLMServer(handler=handler, per_block=False) as server:  # it meters packs as sent
         prices = ["--llm-price-in", str(PRICE_IN), "--llm-price-out", str(PRICE_OUT)]
         result = _run(DEV / "relations.jsonl", out, server.base_url, *prices)
     return result, handler
@@ -118,7 +118,7 @@ def test_tokens_per_task_are_the_servers_usage(
     cost = result["cost"]
     assert cost["measured"] == "usage"
     assert set(cost["tasks"]) == set(handler.sent)
-    assert "relation_cluster" in handler.sent  # pairwise questions too carry canaries
+    assert "relation_cluster_many" in handler.sent  # the blocks' questions, packed
     for task, (requests, prompt, completion, chars) in handler.sent.items():
         figures = cost["tasks"][task]
         assert (figures["requests"], figures["prompt_tokens"]) == (requests, prompt)
@@ -138,7 +138,7 @@ def test_prices_turn_tokens_into_money(metered_run: tuple[dict[str, Any], Metere
     assert cost["price_in_usd_per_million"] == PRICE_IN
     assert all(task["usd"] is not None for task in cost["tasks"].values())
     assert "cost, USD at 0.5 / 2 per million" in result["_stdout"]
-    assert "relation_cluster: prompt / completion tokens" in result["_stdout"]
+    assert "relation_cluster_many: prompt / completion tokens" in result["_stdout"]
 
 
 @needs_dev
@@ -147,7 +147,7 @@ def test_without_usage_characters_are_counted_and_said(tmp_path: Path) -> None:
     input_path = tmp_path / "part.jsonl"
     input_path.write_text("\n".join(lines[:120]) + "\n", encoding="utf-8")
     handler = Metered(usage=False)
-    with LLMServer(handler=handler) as server:
+    with LLMServer(handler=handler, per_block=False) as server:
         result = _run(input_path, tmp_path / "out", server.base_url, "--llm-price-in", "1")
     cost = result["cost"]
     assert handler.sent, "the sample asks the model something"

@@ -281,9 +281,10 @@ async def run_through_server(
 
     ``queued`` replies answer the first requests, before ``handler`` does.
     """
-    # Questions are counted per request kind: no canary records (test_canaries covers them).
+    # Questions are counted per request kind: no canary records (test_canaries covers them),
+    # and one question a request (test_pack covers packed answers that fail).
     config = DeduplicateRelationsConfig(
-        semantic_merge=semantic, max_attempts=max_attempts, canaries=0
+        semantic_merge=semantic, max_attempts=max_attempts, canaries=0, llm_pack_tokens=0
     )
     store = MemoryStore()
     with LLMServer(handler=handler) as server:

@@ -12,7 +12,10 @@ through the real SDK and HTTP stack. Answers are scripted::
 Queued replies are used first, in order; when the queue is empty, ``handler(body)`` answers.
 relmerge's preflight request (one short message, ``max_tokens`` 1) is answered by
 ``preflight`` (a one-token completion, as any chat server gives) before the queue or the
-handler see it; ``preflight=None`` leaves it to them. Every chat request is recorded:
+handler see it; ``preflight=None`` leaves it to them. The handler answers a packed request
+(``relation_cluster_many``) block by block, each block put to it as the block's own
+question (``per_block_reply``), so a handler of the one-question tasks answers packs too;
+``per_block=False`` hands it the packed request as it is. Every chat request is recorded:
 ``requests`` holds the JSON bodies (``group_requests`` those that are not the preflight)
 and ``headers`` the matching headers (lower-cased names). ``received`` records every HTTP
 request, any path.
@@ -34,6 +37,8 @@ from types import TracebackType
 from typing import Any
 
 import orjson
+
+from relmerge.providers.fake import PACKED_TASK, answer_blocks, question_text
 
 CHAT_PATH = "/v1/chat/completions"
 
@@ -164,6 +169,56 @@ def merge_first_handler(body: dict[str, Any]) -> Reply:
     if relation["attributes"] is None:
         relation["attributes"] = {}
     return json_reply({"relation": relation})
+
+
+def body_task(body: dict[str, Any]) -> str | None:
+    """The task of a chat body: its schema's name, else its system message's task line."""
+    schema = (body.get("response_format") or {}).get("json_schema") or {}
+    if isinstance(schema.get("name"), str):
+        return str(schema["name"])
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") != "system":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            match = re.match(r"Task: (\w+)", content)
+            return match.group(1) if match else None
+    return None
+
+
+class _Whole(Exception):
+    """A block's reply that is no answer (an error, a dropped connection): the request's."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+
+def per_block_reply(handler: Handler, body: dict[str, Any]) -> Reply:
+    """A packed request answered by ``handler`` block by block: each block is sent to it
+    as its own question's body (the task's line and schema name, the block's records and
+    entities), and the answers are joined (``fake.answer_blocks``). A reply that is not a
+    200 answer is the whole request's."""
+    delay = 0.0
+
+    def one(task: str, records: list[dict[str, Any]], block: Any) -> Any:
+        nonlocal delay
+        fmt = body.get("response_format")
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            fmt = {**fmt, "json_schema": {**fmt.get("json_schema", {}), "name": task}}
+        messages = [
+            {"role": "system", "content": f"Task: {task}\n"},
+            {"role": "user", "content": question_text(records, block.get("entities"))},
+        ]
+        reply = handler({**body, "messages": messages, "response_format": fmt})
+        if reply.status != 200 or reply.drop or reply.body is not None:
+            raise _Whole(reply)
+        delay = max(delay, reply.delay)
+        return reply.content
+
+    try:
+        return json_reply(answer_blocks(request_records(body) or [], one), delay=delay)
+    except _Whole as whole:
+        return whole.reply
 
 
 def _estimate_tokens(text: str) -> int:
@@ -311,8 +366,10 @@ class LLMServer:
         *,
         host: str = "127.0.0.1",
         preflight: Reply | None = PREFLIGHT_OK,
+        per_block: bool = True,
     ) -> None:
         self.handler: Handler = handler or no_script_handler
+        self.per_block = per_block
         self.host = host
         self.preflight = preflight
         self.errors: list[str] = []
@@ -456,7 +513,11 @@ class LLMServer:
             return self.preflight
         with self._lock:
             queued = self._queue.popleft() if self._queue else None
-        return queued if queued is not None else self.handler(body)
+        if queued is not None:
+            return queued
+        if self.per_block and body_task(body) == PACKED_TASK:
+            return per_block_reply(self.handler, body)
+        return self.handler(body)
 
     def _fail(self, message: str) -> None:
         with self._lock:

@@ -80,7 +80,7 @@ _OPTIONS = [
         metavar="N",
         help="Pack the first questions of a chunk's blocks into one request of at most N "
         "prompt tokens of records and profiles, the instructions sent once; 0 asks each "
-        "question alone [0].",
+        "question alone [8000].",
     ),
     click.option(
         "--startup-wait",

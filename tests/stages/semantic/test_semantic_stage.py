@@ -106,7 +106,9 @@ async def test_one_request_per_block_and_exact_groups_decided_inside_it() -> Non
         record("c2", name="chief executive", description="Ada is the head of Norrbeck."),
     ]
     llm = ScriptedLLM(map_all)
-    output, _, _ = await run_step(records, llm, embedder=HashEmbedder(), **LLM_ONLY)
+    # One question a request: the test reads each block's own request.
+    config = {**LLM_ONLY, "llm_pack_tokens": 0}
+    output, _, _ = await run_step(records, llm, embedder=HashEmbedder(), **config)
     assert len(llm.requests) == 2
     assert {request.task for request in llm.requests} <= {"relation_cluster", "relation_judge"}
     for request in llm.requests:
