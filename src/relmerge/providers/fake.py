@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from relmerge.normalize import normalize_key_text
 from relmerge.providers.base import LLMRequest, LLMResult, Message, Usage
 from relmerge.providers.parsing import parse_json_answer
 
@@ -39,14 +40,26 @@ def request_records(request: LLMRequest) -> list[dict[str, Any]]:
 
 def block_question(block: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """A block of a packed request as the block's own question would ask it: its task
-    (``relation_judge`` for two records, the first existing and the second the candidate;
-    ``relation_cluster`` for more) and its records as that request shows them."""
+    (``relation_judge`` for two records of different exact keys, the first existing and
+    the second the candidate; ``relation_cluster`` for more, or for two of one key, whose
+    merged text the model writes: ``decide.block.writes_text``) and its records as that
+    request shows them."""
     records = [dict(record) for record in block.get("records") or []]
-    if len(records) == 2:
+    if len(records) == 2 and len({_shown_key(record) for record in records}) == 2:
         roles = ("existing", "candidate")
         shown = [{**r, "role": role} for r, role in zip(records, roles, strict=True)]
         return "relation_judge", shown
     return "relation_cluster", records
+
+
+def _shown_key(record: Mapping[str, Any]) -> tuple[str, ...]:
+    """A shown record's exact key, as far as a request shows it (endpoints by name)."""
+    return (
+        str(record.get("source_entity_name")),
+        str(record.get("target_entity_name")),
+        normalize_key_text(str(record.get("name") or "")),
+        normalize_key_text(str(record.get("type") or "")),
+    )
 
 
 def question_text(records: Sequence[dict[str, Any]], entities: Any) -> str:
