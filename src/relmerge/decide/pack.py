@@ -64,8 +64,18 @@ class _Question:
 
     @property
     def tokens(self) -> int:
-        """The question's records and profiles, in tokens (~4 characters a token)."""
-        return len(inert_json(cluster_many.block_data(self.index, self.part))) // 4
+        """The question's own records and profiles, in tokens (~4 characters a token).
+
+        Canary records are left out of the count (and of :attr:`records`): they ride in
+        the requests the run sends anyway, within their share of its tokens; counted,
+        they would push packs over the budget and cost requests of their own."""
+        own = cluster_many.Part(self.own_records, self.part.entities, {})
+        return len(inert_json(cluster_many.block_data(self.index, own))) // 4
+
+    @property
+    def own_records(self) -> list[dict[str, Any]]:
+        canaries = set(self.part.canary)
+        return [r for i, r in enumerate(self.part.records) if i not in canaries]
 
 
 @dataclass
@@ -120,7 +130,7 @@ class Packer:
         packs: list[list[_Question]] = []
         tokens = records = 0
         for question in sorted(self._questions, key=lambda q: q.index):
-            size, count = question.tokens, len(question.part.records)
+            size, count = question.tokens, len(question.own_records)
             if packs and tokens + size <= budget and records + count <= cap:
                 packs[-1].append(question)
                 tokens += size
