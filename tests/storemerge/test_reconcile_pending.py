@@ -13,6 +13,7 @@ from relmerge.eval.gold_judge import GoldJudge
 from relmerge.graphstore import open_graph_store
 from relmerge.providers.base import LLMRequest, LLMResult
 from relmerge.providers.embedding import HashEmbedder
+from relmerge.providers.fake import request_records
 from relmerge.run.reconcile import Reconcile, ReconcileOutput
 from relmerge.run.store_merge import StoreMerge
 from tests.factories import record
@@ -43,14 +44,8 @@ class CountingJudge(GoldJudge):
         self.asked: list[set[str]] = []
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
-        self.asked.append({str(r.get("relation_id")) for r in _records(request)})
+        self.asked.append({str(r.get("relation_id")) for r in request_records(request)})
         return await super().invoke(request)
-
-
-def _records(request: LLMRequest) -> list[dict[str, Any]]:
-    from relmerge.providers.fake import request_records
-
-    return request_records(request)
 
 
 def config() -> DeduplicateRelationsConfig:
