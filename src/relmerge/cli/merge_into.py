@@ -138,8 +138,9 @@ def merge_into_command(
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
             if not llm.available:
                 click.echo(
-                    "Or let an LLM decide them with the next batches' once: relmerge "
-                    f"reconcile {shown.store_url} --pending --apply -o DIR --llm-base-url …"
+                    "Or merge the next batches too, then let an LLM decide them all at once: "
+                    f"relmerge reconcile {shown.store_url} --pending --apply -o DIR "
+                    "--llm-base-url …"
                 )
         where = (
             f"set aside in {str(out).rstrip('/')}/{config.rejected_key}"
