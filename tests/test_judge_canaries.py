@@ -100,11 +100,12 @@ async def test_a_model_that_answers_right_changes_no_verdict() -> None:
     assert figures["right"] == figures["answered"] == figures["asked"]
     assert not figures["distrusted"] and figures["agreement"] == 1.0
     assert off.canaries["asked"] == 0
-    # The copy rides in the request under an id of its own; the answer reads real ones.
+    # The copy and a near-miss pair ride in the request under ids of their own; the
+    # answer reads real ones.
     (first, *_), (plain, *_) = on_model.llm.requests, off_model.llm.requests
     on_ids = [r["relation_id"] for r in request_records(first)]
     off_ids = [r["relation_id"] for r in request_records(plain)]
-    assert len(on_ids) == len(off_ids) + 1 and set(off_ids) < set(on_ids)
+    assert len(on_ids) == len(off_ids) + 3 and set(off_ids) < set(on_ids)
 
 
 async def test_a_model_at_chance_is_distrusted_once_the_window_fills() -> None:

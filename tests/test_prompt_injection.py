@@ -86,14 +86,14 @@ def endpoints(item: dict[str, Any] | ExtractedRelation) -> tuple[str, str, str, 
 # The run ------------------------------------------------------------------------------------
 
 
-async def run(llm: ScriptedLLM | None, semantic: bool) -> RunOutput:
-    return (await run_with_store(llm, semantic))[0]
+async def run(llm: ScriptedLLM | None, semantic: bool, **settings: Any) -> RunOutput:
+    return (await run_with_store(llm, semantic, **settings))[0]
 
 
 async def run_with_store(
-    llm: ScriptedLLM | None, semantic: bool, pack: int | None = None
+    llm: ScriptedLLM | None, semantic: bool, pack: int | None = None, **settings: Any
 ) -> tuple[RunOutput, MemoryStore]:
-    """``pack``: ``llm_pack_tokens`` (None: the default)."""
+    """``pack``: ``llm_pack_tokens`` (None: the default); ``settings``: more config."""
     if semantic:
         packing: dict[str, Any] = {} if pack is None else {"llm_pack_tokens": pack}
         output, _, store = await run_step(
@@ -104,9 +104,10 @@ async def run_with_store(
             max_attempts=MAX_ATTEMPTS,
             **SEMANTIC,
             **packing,
+            **settings,
         )
     else:
-        output, _, store = await run_step(RECORDS, llm, max_attempts=MAX_ATTEMPTS)
+        output, _, store = await run_step(RECORDS, llm, max_attempts=MAX_ATTEMPTS, **settings)
     return output, store
 
 
@@ -435,8 +436,10 @@ def obey_within_request(request: LLMRequest, records: list[dict[str, Any]]) -> A
 
 @pytest.mark.parametrize("semantic", [False, True], ids=["exact", "semantic"])
 async def test_a_valid_in_group_answer_merges_only_inside_its_group(semantic: bool) -> None:
+    # Canaries off: with them a model that merges everything it is shown is distrusted
+    # and nothing it says is applied (below); here, what a trusted answer can reach.
     llm = ScriptedLLM(obey_within_request)
-    output = await run(llm, semantic)
+    output = await run(llm, semantic, canaries=0)
 
     groups = assert_contained(output)
     assert_requests_inert(llm.requests)
@@ -461,6 +464,18 @@ async def test_a_valid_in_group_answer_merges_only_inside_its_group(semantic: bo
     assert mapping["b1-\u0441eo-1"] != mapping["b1-ceo-1"]
     assert mapping["b5-look-1"] != mapping["b1-ceo-1"]
     assert mapping["b6-solo-1"] == "b6-solo-1" and mapping["b6-solo-2"] == "b6-solo-2"
+
+
+async def test_with_canaries_a_model_that_merges_everything_merges_nothing() -> None:
+    """Its near-miss canaries (two different facts about a block's entities) it merged:
+    once ``canary_min`` are answered the model is distrusted and its merges undone."""
+    llm = ScriptedLLM(obey_within_request)
+    output = await run(llm, True, canary_min=4)
+    canaries = output.result["canaries"]
+    assert canaries["distrusted"] and canaries["answered"] >= 4
+    rules_only = await run(None, True)
+    assert_contained(output)
+    assert output.relation_id_mapping == rules_only.relation_id_mapping
 
 
 async def test_an_invalid_first_answer_is_retried_with_the_reason_then_applied() -> None:

@@ -47,16 +47,30 @@ def test_mix_adds_a_copy_after_its_record_and_reads_the_answers() -> None:
     batch = [[0], [1]]
     keep = CertainPair(1, 2, "keep_both")  # unit 2 is outside the batch: added alone
     mixed = mix(batch, [keep], _show, lambda m: _record(f"m{m}"), "seed")
-    assert mixed.cluster_at.count(None) == 2  # the reversed twin and a copy
+    # the reversed twin, a copy, and the two records of a near-miss pair
+    assert mixed.cluster_at.count(None) == 4
     ids = [r["relation_id"] for r in mixed.records]
-    assert len(set(ids)) == len(ids)  # the copy has an id of its own, shaped alike
+    assert len(set(ids)) == len(ids)  # added records have ids of their own, shaped alike
     (copy,) = [i for i in mixed.repeats]
     assert mixed.repeats[copy] < copy  # after the record it repeats
+    assert mixed.cluster_at[0] is not None  # a real record comes first
     assert mix(batch, [keep], _show, lambda m: _record(f"m{m}"), "seed") == mixed  # seeded
     table: dict[str, list[str]] = {ids[mixed.repeats[copy]]: [ids[copy]]}
     outcome = validate_answer({"mapping_table": table}, mixed.records, mixed.canary)
-    assert sorted(mixed.answers(outcome), key=str) == [True, True]
+    assert sorted(mixed.answers(outcome), key=str) == [True, True, True]
     assert mixed.real(outcome.groups) == []  # real answer: nothing merged
+
+
+def test_a_model_that_lumps_the_near_miss_pair_together_answers_it_wrong() -> None:
+    mixed = mix([[0], [1]], [], _show, lambda m: _record(f"m{m}"), "seed")
+    ((x, y),) = [(x, y) for x, y, expected in mixed.checks if expected == "keep_both"]
+    assert mixed.cluster_at[x] is None and mixed.cluster_at[y] is None
+    assert mixed.records[x]["description"] != mixed.records[y]["description"]
+    ids = [r["relation_id"] for r in mixed.records]
+    outcome = validate_answer({"mapping_table": {ids[0]: ids}}, mixed.records, mixed.canary)
+    answers = dict(zip(mixed.checks, mixed.answers(outcome), strict=True))
+    assert answers[(x, y, "keep_both")] is False
+    assert mixed.real(outcome.groups) == [[0, 1]]  # the real answer stands as given
 
 
 def test_a_canary_id_is_found_when_every_id_of_the_shape_is_taken() -> None:

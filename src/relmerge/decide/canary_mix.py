@@ -3,7 +3,10 @@
 A ``relation_cluster`` request about a batch of clusters also carries, where the block
 has them, one certain pair of each answer (``relmerge.decide.canary``): a known-directed
 relation and its reversed twin (must stay apart), two relations of one direction with the
-same description (must map together). They cost tokens, not requests. A pair whose two
+same description (must map together); and always one near-miss pair
+(``relmerge.decide.near_miss``): two different facts about the block's own entities,
+alike in words (must stay apart), as hard as the questions the rules leave to the model.
+They cost tokens, not requests. A pair whose two
 units the batch already shows in two of its clusters is read as it stands; a unit the
 batch does not show is added as a record of its own; a twin inside a batch cluster is
 shown beside it (the cluster shown without it). Added records go at seeded positions
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relmerge.decide.canary import Expected, certain, seed_of
+from relmerge.decide.near_miss import near_miss_pair
 from relmerge.decide.tiers import PairDecision
 from relmerge.normalize import normalize_description
 from relmerge.prompts.cluster_relations import ClusterOutcome
@@ -73,6 +77,7 @@ def certain_pairs(
 
 
 COPY = -2  # an added record that copies a batch record under another id
+NEAR = -3  # an added record stating one of two near-miss facts (``decide.near_miss``)
 Slot = tuple[str, int]  # ("real", batch cluster) or ("added", number)
 Added = tuple[int, int | None, int | None]  # unit (or -1: a member alone), member, anchor
 
@@ -193,6 +198,8 @@ def mix(
         if single:
             copied = min(single, key=lambda i: seed_of(seed, "copy", i))
             plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge"))
+    near = near_miss_pair([shown[i] for i in range(len(batch))], seed_of(seed, "near"))
+    plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both"))
     order: list[Slot] = [("real", index) for index in range(len(batch))]
     for number, (_, _, anchor) in enumerate(plan.added):
         after = 0 if anchor is None else order.index(("real", anchor)) + 1
@@ -210,6 +217,10 @@ def mix(
         if unit == COPY and member is not None:
             copy = shown[member]
             records.append({**copy, "relation_id": _other_id(str(copy["relation_id"]), ids, seed)})
+        elif unit == NEAR and member is not None:
+            like = str(shown[0]["relation_id"])
+            made = _other_id(like, ids, (seed, "near", member))
+            records.append({**near[member], "relation_id": made})
         elif unit < 0 and member is not None:
             records.append(show_member(member))
         else:
