@@ -1,15 +1,29 @@
 """The whole pipeline with a real small model, per response-format mode.
 
     bash bench/real_llm/setup.sh
-    .venv/bin/python bench/real_llm/pipeline.py [--modes json_object none] [--blocks N]
-        [--hard-blocks H] [--canaries 0 0.05] [--canary-min 10] [--pack-tokens 0 8000]
+    .venv/bin/python bench/real_llm/pipeline.py [--set dev|real|held-out-kinds]
+        [--modes json_object none] [--blocks N] [--hard-blocks H] [--seed S]
+        [--canaries 0 0.05] [--canary-min 10] [--pack-tokens 0 8000]
 
 Starts the local llama.cpp server of ``setup.sh`` (Qwen2.5-Coder-1.5B-Instruct, GGUF), then
-runs relmerge's step over the dev set (``../shared/data/dev``, with its entity mapping and
-profiles; or the records of ``--blocks`` multi-record blocks drawn with ``--seed``, of which
-``--hard-blocks`` are drawn from the blocks holding a documented hard-negative pair) through
+runs relmerge's step over a labelled set (all of it, or the records of ``--blocks``
+multi-record blocks drawn with ``--seed``, of which ``--hard-blocks`` are drawn from the
+blocks holding a documented hard-negative pair) through
 :class:`relmerge.providers.openai_compat.OpenAICompatibleModel` in each mode, and once with
-``--llm none`` for comparison. Every request the model gets is recorded (task, seconds,
+``--llm none`` for comparison (``--modes`` with no value: only that run, no server).
+``--set`` chooses the set:
+
+* ``dev`` (default): the dev set (``../shared/data/dev``, all three domains, with its entity
+  mapping, profiles and hard negatives);
+* ``real``: the five labelled real graphs of ``bench/labelled.py``, each kept to its
+  labelled blocks (every member labelled), as one set with their doubtful pairs; no entity
+  mapping or profiles and no documented hard negatives, so ``--hard-blocks`` must be 0
+  (ids are checked not to collide across the graphs);
+* ``held-out-kinds``: the synthetic held-out set of ``tests/data/held_out_kinds`` (every
+  block holds a documented hard-negative pair, so ``--hard-blocks`` below ``--blocks`` has
+  no blocks to draw the rest from).
+
+The report names its set. Every request the model gets is recorded (task, seconds,
 whether its answer passed relmerge's own validation against that request). Prints per
 mode: requests by task, the invalid-answer rate of ``relation_cluster``,
 ``relation_cluster_many`` (packed: every block's part valid) and ``relation_judge``
@@ -49,7 +63,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from judge_pairs import CACHE, DEFAULT_MODEL, DEFAULT_PYTHON, MODEL_ALIAS, start_server, wait_ready
 
-from labelled import DEV, DOMAINS, Labelled, load_dev, pair_counts
+from labelled import DEV, DOMAINS, Labelled, load_dev, load_held_out_kinds, load_real, pair_counts
+from real_sources import SOURCES
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
 from relmerge.errors import InvalidAnswerError
 from relmerge.model import EntityContext
@@ -61,12 +76,13 @@ from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.providers.use_embed import UseEmbedder
 from relmerge.stores import MemoryStore
 
+SETS = ("dev", "real", "held-out-kinds")
 
-def dev_set(blocks: int, seed: int, hard_blocks: int = 0) -> Labelled:
-    """All dev domains as one set, or the records of ``blocks`` sampled blocks, of which
-    ``hard_blocks`` hold a documented hard-negative pair (0: drawn from all blocks alike)."""
+
+def dev_data() -> Labelled:
+    """All dev domains as one set, with the dev entity mapping, profiles and hard negatives."""
     parts = [load_dev(domain) for domain in DOMAINS]
-    data = Labelled(
+    return Labelled(
         "dev",
         [r for part in parts for r in part.records],
         {k: v for part in parts for k, v in part.gold.items()},
@@ -74,14 +90,72 @@ def dev_set(blocks: int, seed: int, hard_blocks: int = 0) -> Labelled:
         parts[0].entities,
         parts[0].hard_negatives,
     )
+
+
+def real_data() -> Labelled:
+    """The five labelled real graphs as one set, each kept to the records of its labelled
+    blocks (every member labelled; the rest of a graph is unlabelled singletons). No entity
+    mapping or profiles, no documented hard negatives; doubtful pairs unioned. Relation
+    and entity ids are checked not to collide across the graphs (a shared entity id would
+    join two graphs' blocks)."""
+    records: list[dict[str, Any]] = []
+    gold: dict[str, str] = {}
+    doubtful: set[frozenset[str]] = set()
+    owner: dict[str, str] = {}  # relation or entity id -> its source
+    for source in SOURCES:
+        part = load_real(source)
+        keep = {
+            relation_id
+            for block in part.blocks()
+            if not any(part.gold[relation_id].startswith("single:") for relation_id in block)
+            for relation_id in block
+        }
+        kept = [r for r in part.records if r["relation_id"] in keep]
+        ids = {r["relation_id"] for r in kept}
+        ids |= {r[end] for r in kept for end in ("source_entity_id", "target_entity_id")}
+        clashes = sorted(i for i in ids if owner.get(i, source) != source)
+        if clashes:
+            raise ValueError(f"ids of {source} also in {owner[clashes[0]]}: {clashes[:5]}")
+        owner |= dict.fromkeys(ids, source)
+        records += kept
+        gold |= {relation_id: part.gold[relation_id] for relation_id in keep}
+        doubtful |= {pair for pair in part.doubtful if pair <= keep}
+    return Labelled("real", records, gold, doubtful=doubtful)
+
+
+def load_set(name: str) -> Labelled:
+    """The whole labelled set ``--set`` names."""
+    if name == "real":
+        return real_data()
+    if name == "held-out-kinds":
+        return load_held_out_kinds()
+    return dev_data()
+
+
+def sample(data: Labelled, blocks: int, seed: int, hard_blocks: int = 0) -> Labelled:
+    """``data`` kept to the records of ``blocks`` sampled blocks (0: all of it), of which
+    ``hard_blocks`` hold a documented hard-negative pair (0: drawn from all blocks alike)."""
+    if hard_blocks and not data.hard_negatives:
+        raise SystemExit(
+            f"--hard-blocks {hard_blocks}: the {data.name} set has no documented hard "
+            "negatives; give --hard-blocks 0"
+        )
     if blocks and hard_blocks:
         rng = random.Random(seed)
         hard = [block for block in data.blocks() if holds_hard_negative(data, block)]
         rest = [block for block in data.blocks() if not holds_hard_negative(data, block)]
+        if hard_blocks > min(blocks, len(hard)) or blocks - hard_blocks > len(rest):
+            raise SystemExit(
+                f"--blocks {blocks} --hard-blocks {hard_blocks}: the {data.name} set has "
+                f"{len(hard)} blocks with a documented hard-negative pair and {len(rest)} "
+                "without"
+            )
         chosen = rng.sample(hard, hard_blocks) + rng.sample(rest, blocks - hard_blocks)
         keep = {relation_id for block in chosen for relation_id in block}
         data.records = [r for r in data.records if r["relation_id"] in keep]
     elif blocks:
+        if blocks > len(data.blocks()):
+            raise SystemExit(f"--blocks {blocks}: the {data.name} set has {len(data.blocks())}")
         chosen = random.Random(seed).sample(data.blocks(), blocks)
         keep = {relation_id for block in chosen for relation_id in block}
         data.records = [r for r in data.records if r["relation_id"] in keep]
@@ -301,12 +375,13 @@ def changes(data: Labelled, before: dict[str, str], after: dict[str, str]) -> di
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    data = dev_set(args.blocks, args.seed, args.hard_blocks)
+    data = sample(load_set(args.set), args.blocks, args.seed, args.hard_blocks)
     embedder = CachedEmbedder(UseEmbedder())
     config = DeduplicateRelationsConfig(concurrency=1)
     mapping, result, _ = await run(data, None, embedder, config)
     left_to_model = result["llm_needed_pair_count"]
     report: dict[str, Any] = {
+        "set": args.set,
         "records": len(data.records),
         "blocks": len(data.blocks()),
         "hard_negative_blocks": sum(holds_hard_negative(data, b) for b in data.blocks()),
@@ -384,7 +459,8 @@ def died(args: argparse.Namespace, error: BaseException | None) -> None:
 
 def show(report: dict[str, Any]) -> None:
     print(
-        f"\n{report['records']} records, {report['blocks']} multi-record blocks "
+        f"\n{report['set']} set: {report['records']} records, "
+        f"{report['blocks']} multi-record blocks "
         f"({report['hard_negative_blocks']} with a documented hard-negative pair); "
         f"{report['rules only']['pairs_left_to_model']} pairs left to the model"
     )
@@ -426,6 +502,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--modes", nargs="*", default=["json_object", "none"], help="response formats to run"
     )
+    parser.add_argument(
+        "--set",
+        choices=SETS,
+        default="dev",
+        help="labelled set to sample: the dev set, the labelled blocks of the five real "
+        "graphs, or the synthetic held-out kinds",
+    )
     parser.add_argument("--blocks", type=int, default=0, help="sample of blocks; 0 = all")
     parser.add_argument(
         "--hard-blocks",
@@ -466,13 +549,15 @@ def parse_args() -> argparse.Namespace:
 
 def compare(args: argparse.Namespace) -> None:
     """``--changes OFF ON``: what the canaries changed between two runs' saved mappings
-    (``.cache/mapping-*.json``) of the same sample, run apart (e.g. in parallel)."""
-    data = dev_set(args.blocks, args.seed, args.hard_blocks)
+    (``.cache/mapping-*.json``) of the same sample (give the runs' ``--set``, ``--blocks``,
+    ``--seed`` and ``--hard-blocks``), run apart (e.g. in parallel)."""
+    data = sample(load_set(args.set), args.blocks, args.seed, args.hard_blocks)
     before, after = (json.loads(Path(path).read_text()) for path in args.changes)
     counts = pair_counts(data, after)
     print(
         json.dumps(
             {
+                "set": args.set,
                 "changed_by_canaries": changes(data, before, after),
                 "after": {
                     "precision": round(counts.precision, 4),
