@@ -352,7 +352,13 @@ class LLMSettings(Settings):
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     response_format: ResponseFormat = "json_schema"
-    timeout: float = Field(60.0, gt=0)
+    timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds one request may take before it times out (--llm-timeout); each "
+        "transport retry waits as long again. A model on CPU may need a longer timeout: a "
+        "small local model on a few cores can take more than a minute over one question.",
+    )
     max_retries: int = Field(4, ge=0)
     requests_per_minute: float | None = Field(
         None, ge=1, description="Most LLM requests started per minute; None: no limit."

@@ -80,7 +80,6 @@ NOTES: dict[tuple[type[BaseModel], str], str] = {
         "What the request asks for: json_schema (OpenAI, vLLM, Ollama), json_object "
         "(llama.cpp's server) or none (prompt only). Answers are validated either way."
     ),
-    (LLMSettings, "timeout"): "Seconds before a request times out (--llm-timeout).",
     (LLMSettings, "max_retries"): (
         "Transport retries of one request (429, 5xx, timeouts, dropped connections), with "
         "backoff, jitter and Retry-After."

@@ -95,16 +95,25 @@ class ProviderError(RelmergeError):
     ``attempts`` counts the HTTP requests actually sent before giving up. ``transport``:
     no answer came back at all (refused, DNS, TLS, timeout, 5xx, dropped connection), the
     failures that count towards the circuit breaker; an answer that came back and was
-    refused or unusable is not one.
+    refused or unusable is not one. ``timed_out``: the last attempt ended because no answer
+    came back within the request's ``timeout`` (a transport failure too); a smaller request
+    may still be answered in time (``decide.pack`` asks a timed-out pack's blocks alone).
     """
 
     def __init__(
-        self, message: str, *, retryable: bool, attempts: int = 1, transport: bool = False
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        attempts: int = 1,
+        transport: bool = False,
+        timed_out: bool = False,
     ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.attempts = attempts
         self.transport = transport
+        self.timed_out = timed_out
 
 
 class BudgetExhaustedError(ProviderError):

@@ -288,6 +288,8 @@ async def test_server_errors_beyond_max_retries_raise_a_retryable_error(
     assert caught.value.attempts == 3
     assert len(llm_server.requests) == 3
     assert "500" in str(caught.value)
+    assert caught.value.transport is True
+    assert caught.value.timed_out is False
 
 
 async def test_unauthorized_fails_at_once_without_leaking_the_key(
@@ -356,6 +358,8 @@ async def test_slow_answer_times_out_is_retried_then_fails(
     assert caught.value.attempts == 2
     assert "Timeout" in str(caught.value)
     assert len(llm_server.requests) == 2
+    assert caught.value.transport is True
+    assert caught.value.timed_out is True  # a smaller request may be answered in time
 
 
 async def test_slow_answer_then_fast_one_succeeds(
@@ -393,6 +397,7 @@ async def test_connection_dropped_every_time_raises_a_retryable_error(
     assert caught.value.retryable is True
     assert caught.value.attempts == 3
     assert len(llm_server.requests) == 3
+    assert caught.value.timed_out is False
 
 
 async def test_ok_status_with_a_non_json_body_is_a_provider_error(

@@ -66,7 +66,11 @@ _OPTIONS = [
         type=click.Choice(["json_schema", "json_object", "none"]),
         help="How to ask the server for JSON [default: json_schema].",
     ),
-    click.option("--llm-timeout", type=float, help="Seconds before a request times out [60]."),
+    click.option(
+        "--llm-timeout",
+        type=float,
+        help="Seconds before a request times out [60]; a CPU model may need more.",
+    ),
     click.option(
         "--llm-max-answer-tokens",
         type=click.IntRange(min=16),

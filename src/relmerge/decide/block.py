@@ -513,9 +513,9 @@ class BlockDecider:
     ) -> _Answer | None:
         """A block's part of a packed answer as its own answer would be (its fields only
         where its own question writes them: ``fields``); None when the block asks alone:
-        it was alone in its pack, or its part was invalid (the packed request counts as
-        one of its attempts)."""
-        if part is None:
+        it was alone in its pack, the pack timed out, or its part was invalid (the packed
+        request then counts as one of its attempts)."""
+        if part is None or part.timed_out:
             return None
         attempts.take()
         if part.outcome is None or part.result is None:

@@ -14,9 +14,13 @@ chunk of one asking block, is the per-question behaviour, request for request.
 Each block gets its own part of the answer, read among its own records only (a group can
 never span two blocks); a block whose part is invalid gets ``None`` with the reason and
 asks again alone; an answer with no valid part is retried with the reason, as any, and
-after that every block of the pack asks alone. A spent budget or an unreachable endpoint
-fails every block of the pack as its own request would have. Later questions (rounds
-after the first, re-asks) are asked alone.
+after that every block of the pack asks alone. A pack that timed out (no answer within
+the request's ``timeout``, as a slow local model's may where each block alone is
+answered in time) fails no block: each asks alone, the pack counting neither as one of its
+attempts nor towards the circuit breaker, and a block that then times out alone fails as
+it always did. Any other spent budget or unreachable endpoint fails every block of the
+pack as its own request would have. Later questions (rounds after the first, re-asks) are
+asked alone.
 """
 
 from __future__ import annotations
@@ -49,11 +53,13 @@ PACK_ATTEMPTS = 2
 @dataclass(frozen=True)
 class Packed:
     """A block's part of a packed answer: its outcome and the request's result, or (when
-    ``outcome`` is None) why the part was invalid."""
+    ``outcome`` is None) why the part was invalid; ``timed_out``: the pack got no answer in
+    time, so the block asks alone as if it had never been packed."""
 
     outcome: ClusterOutcome | None
     result: LLMResult | None
     problem: str = ""
+    timed_out: bool = False
 
 
 @dataclass
@@ -163,8 +169,13 @@ class Packer:
                     ),
                     lambda parsed: cluster_many.validate_answer(parsed, parts),
                     Attempts(min(PACK_ATTEMPTS, config.max_attempts)),
+                    split_on_timeout=True,
                 )
         except GroupFailed as failure:
+            if failure.timed_out:  # too big to be answered in time: each block asks alone
+                for question in pack:
+                    question.future.set_result(Packed(None, None, failure.reason, True))
+                return
             if failure.code == UNAVAILABLE:  # the circuit breaker counts blocks, not packs
                 for _ in pack[1:]:
                     report_unreachable(self.llm)

@@ -10,7 +10,11 @@ attempt; a spent budget or an open circuit breaker fails the group at once (no r
 ``max_attempts`` bounds every request about one batch (:class:`Attempts`), a caller's later
 re-ask included. A question whose every attempt failed in transport (no answer came back at
 all) fails as ``llm_unavailable`` and is reported to the run's circuit breaker
-(``providers.breaker``) through the model's ``note_unreachable``.
+(``providers.breaker``) through the model's ``note_unreachable``; the failure says whether
+its last attempt timed out (``GroupFailed.timed_out``). A caller that asks a timed-out
+question again in smaller requests (``decide.pack``: a pack's blocks alone) passes
+``split_on_timeout``: the first timed-out attempt ends the ask, unreported (the smaller
+requests count instead).
 """
 
 from __future__ import annotations
@@ -57,14 +61,24 @@ class GroupFailed(Exception):
     ``reason`` is the last problem seen; ``code`` is the issue code the stage records;
     ``invalid_answers`` counts the answers that arrived but were unusable (a model that
     answers, however badly, may do better on a later, differently ordered request; an
-    endpoint that never answered will not).
+    endpoint that never answered will not). ``timed_out``: an ``llm_unavailable`` failure
+    whose last attempt timed out (``ProviderError.timed_out``): a smaller request may
+    still be answered in time.
     """
 
-    def __init__(self, reason: str, code: str = FAILED, invalid_answers: int = 0) -> None:
+    def __init__(
+        self,
+        reason: str,
+        code: str = FAILED,
+        invalid_answers: int = 0,
+        *,
+        timed_out: bool = False,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.code = code
         self.invalid_answers = invalid_answers
+        self.timed_out = timed_out
 
 
 class Attempts:
@@ -93,13 +107,20 @@ async def ask_validated(
     build: Callable[[list[tuple[str, str]]], LLMRequest],
     validate: Callable[[Any], T],
     attempts: int | Attempts,
+    *,
+    split_on_timeout: bool = False,
 ) -> tuple[T, LLMResult]:
     """Send, parse, validate; retry with feedback while ``attempts`` has requests left (an
-    ``int``: that many, for this ask alone)."""
+    ``int``: that many, for this ask alone).
+
+    ``split_on_timeout``: the caller asks a question that timed out again in smaller
+    requests, so an attempt that timed out fails the ask at once (``GroupFailed`` with
+    ``timed_out``, code ``llm_unavailable``), without telling the circuit breaker."""
     budget = Attempts(attempts) if isinstance(attempts, int) else attempts
     feedback: list[tuple[str, str]] = []
     reason = "no attempt was made"
     tried = unreachable = 0  # attempts made, and those that got no answer at all
+    timed_out = False  # the last provider error was a timeout
     while budget.take(after_invalid=bool(feedback)):
         request = build(feedback)
         if feedback:  # after an invalid answer: not the same request again
@@ -116,6 +137,11 @@ async def ask_validated(
                 raise
             reason = f"the model endpoint failed: {error}"
             unreachable += error.transport
+            timed_out = error.timed_out
+            if timed_out and split_on_timeout:
+                raise GroupFailed(
+                    f"the LLM did not answer in time: {reason}", UNAVAILABLE, timed_out=True
+                ) from None
             continue
         if result.truncated:
             reason = (
@@ -139,7 +165,7 @@ async def ask_validated(
             _note_invalid(llm)
     if tried and unreachable == tried:
         report_unreachable(llm)
-        raise GroupFailed(f"the LLM was unavailable: {reason}", UNAVAILABLE)
+        raise GroupFailed(f"the LLM was unavailable: {reason}", UNAVAILABLE, timed_out=timed_out)
     raise GroupFailed(reason, invalid_answers=len(feedback))
 
 

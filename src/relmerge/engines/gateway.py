@@ -24,7 +24,7 @@ from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderE
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
 
 Outcome = tuple[str, Any]  # ("ok", LLMResult) | ("provider", (message, retryable, attempts,
-# kind, transport)) | ("error", message); kind: "budget", "unavailable" or ""
+# kind, transport, timed_out)) | ("error", message); kind: "budget", "unavailable" or ""
 
 _UNREACHABLE = -1  # the request id of a note for the breaker, not a request
 
@@ -35,19 +35,32 @@ def provider_failure(error: ProviderError) -> Outcome:
         kind = "budget"
     elif isinstance(error, LLMUnavailableError):
         kind = "unavailable"
-    return "provider", (str(error), error.retryable, error.attempts, kind, error.transport)
+    return "provider", (
+        str(error),
+        error.retryable,
+        error.attempts,
+        kind,
+        error.transport,
+        error.timed_out,
+    )
 
 
 def raise_failure(outcome: Outcome) -> None:
     """Raise the error an outcome carries, as the type the local run would have seen."""
     kind, value = outcome
     if kind == "provider":
-        message, retryable, attempts, error_kind, transport = value
+        message, retryable, attempts, error_kind, transport, timed_out = value
         if error_kind == "budget":
             raise BudgetExhaustedError(message)
         if error_kind == "unavailable":
             raise LLMUnavailableError(message)
-        raise ProviderError(message, retryable=retryable, attempts=attempts, transport=transport)
+        raise ProviderError(
+            message,
+            retryable=retryable,
+            attempts=attempts,
+            transport=transport,
+            timed_out=timed_out,
+        )
     if kind != "ok":
         raise RuntimeError(f"the LLM gateway failed: {value}")
 

@@ -7,7 +7,8 @@ alongside (llama.cpp's server rejects ``json_schema``), or ``none`` (prompt only
 
 The SDK's own retries are off: this class retries 429/5xx/timeouts/dropped connections
 itself, with exponential backoff, jitter and ``Retry-After``, so that every request sent is
-counted (``LLMResult.attempts``). ``preflight()`` checks the endpoint before a run (see
+counted (``LLMResult.attempts``); a request whose last try timed out says so
+(``ProviderError.timed_out``). ``preflight()`` checks the endpoint before a run (see
 ``relmerge.providers.preflight``).
 """
 
@@ -241,6 +242,7 @@ class OpenAICompatibleModel:
                 retryable=True,
                 attempts=attempts,
                 transport=isinstance(error, _TRANSPORT),
+                timed_out=isinstance(error, openai.APITimeoutError),
             ) from None
         await asyncio.sleep(self._delay(error, attempts))
 
