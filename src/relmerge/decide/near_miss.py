@@ -158,12 +158,60 @@ FAMILIES: dict[str, tuple[Family, ...]] = {
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _FRENCH = frozenset(
-    "le la les des du une est sont avec dans pour sur et au aux qui que été son sa ses "
-    "leur par entre depuis".split()
+    [
+        "le",
+        "la",
+        "les",
+        "des",
+        "du",
+        "une",
+        "est",
+        "sont",
+        "avec",
+        "dans",
+        "pour",
+        "sur",
+        "et",
+        "au",
+        "aux",
+        "qui",
+        "que",
+        "été",
+        "son",
+        "sa",
+        "ses",
+        "leur",
+        "par",
+        "entre",
+        "depuis",
+    ]
 )
 _ENGLISH = frozenset(
-    "the of and is are was were with in for on to by at from his her its their who that "
-    "between since".split()
+    [
+        "the",
+        "of",
+        "and",
+        "is",
+        "are",
+        "was",
+        "were",
+        "with",
+        "in",
+        "for",
+        "on",
+        "to",
+        "by",
+        "at",
+        "from",
+        "his",
+        "her",
+        "its",
+        "their",
+        "who",
+        "that",
+        "between",
+        "since",
+    ]
 )
 
 
