@@ -3,7 +3,7 @@ tokens per relation, and pair F1, with the gold-answering judge of ``judge_serve
 counting what it receives over real HTTP.
 
     python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
-                           [--pack-tokens 0 8000 ...]
+                           [--pack-tokens 0 8000 ...] [--canaries SHARE]
 
 Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
 Each row is one run of the step (a memory store, the default settings, no cache) with
@@ -12,7 +12,7 @@ the OpenAI-compatible client against a fresh server. Tokens are the server's est
 count from the server's ``usage`` (``cost`` of the result): they must agree. Prints one
 row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
 per question; by default 0 and the default, side by side), and one JSON line with every
-figure.
+figure. ``--canaries 0`` measures packing alone (canary records ride in every request).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ async def run_set(
     error_rate: float,
     pack_tokens: int = 0,
     pack_records: int = 60,
+    canaries: float | None = None,
 ) -> dict[str, Any]:
     """One run of ``data`` against a fresh gold judge server, and what it cost."""
     store = MemoryStore()
@@ -55,6 +56,7 @@ async def run_set(
         rejected_key=None,
         llm_pack_tokens=pack_tokens,
         llm_pack_records=pack_records,
+        **({} if canaries is None else {"canaries": canaries}),
     )
     with JudgeServer(GoldJudge(data.gold, error_rate)) as server:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
@@ -117,7 +119,11 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.only and not any(part in data.name for part in args.only):
             continue
         for pack in args.pack_tokens:
-            rows.append(await run_set(data, embedder, args.error_rate, pack, args.pack_records))
+            rows.append(
+                await run_set(
+                    data, embedder, args.error_rate, pack, args.pack_records, args.canaries
+                )
+            )
     return rows
 
 
@@ -136,6 +142,9 @@ def main() -> None:
     )
     parser.add_argument("--pack-records", type=int, default=60, help="llm_pack_records")
     parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")
+    parser.add_argument(
+        "--canaries", type=float, default=None, help="canaries share (unset: the default)"
+    )
     args = parser.parse_args()
     rows = asyncio.run(main_async(args))
     show(rows)

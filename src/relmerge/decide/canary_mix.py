@@ -196,7 +196,11 @@ def mix(
     if not any(expected == "merge" for _, _, expected in plan.checks):
         single = [i for i in range(len(batch)) if "merged_from" not in shown[i]]
         if single:
-            copied = min(single, key=lambda i: seed_of(seed, "copy", i))
+            # the shortest record (fewest tokens), ties by seed
+            copied = min(
+                single,
+                key=lambda i: (len(str(shown[i].get("description"))), seed_of(seed, "copy", i)),
+            )
             plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge"))
     near = near_miss_pair([shown[i] for i in range(len(batch))], seed_of(seed, "near"))
     plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both"))
