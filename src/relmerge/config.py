@@ -236,7 +236,7 @@ class DeduplicateRelationsConfig(Settings):
         description="Pack the first questions of a chunk's blocks into relation_cluster_many "
         "requests of at most this many prompt tokens of records and profiles (~4 characters "
         "a token; the instructions are sent once per request). 0: one request per question. "
-        "8000 was measured (docs/figures/tokens.md): 29-50% of the prompt tokens of one "
+        "8000 was measured (docs/figures/tokens.md): 22-49% of the prompt tokens of one "
         "request per question on the labelled graphs, pair F1 unchanged.",
     )
     llm_pack_records: int = Field(
