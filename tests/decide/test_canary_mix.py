@@ -82,3 +82,27 @@ def test_a_canary_id_is_found_when_every_id_of_the_shape_is_taken() -> None:
     assert made == _other_id("关系0", set(taken), seed=1)  # seeded: the same batch, the same id
     shaped = _other_id("rel_0001", {"rel_0001"}, seed=1)
     assert len(shaped) == len("rel_0001") and shaped.startswith("rel_")  # the shape kept
+
+
+def test_a_made_up_record_never_takes_an_id_the_request_holds() -> None:
+    """Short ids: a copy or near-miss record must not take a cluster member's id or the
+    id of a record added for a unit outside the batch (the answer would name it)."""
+
+    def show(cluster: list[int], left_out: frozenset[int]) -> dict[str, Any]:
+        record = _record(f"r{cluster[0]}")
+        if cluster[0] == 0:
+            record["merged_from"] = ["r0", "r7", "r8"]
+        return record
+
+    keep = CertainPair(1, 2, "keep_both")  # unit 2 outside the batch: added as r2
+    for number in range(60):
+        mixed = mix([[0], [1]], [keep], show, lambda m: _record(f"r{m}"), f"seed{number}")
+        ids = [r["relation_id"] for r in mixed.records]
+        assert len(set(ids)) == len(ids)
+        made = {ids[i] for i, c in enumerate(mixed.cluster_at) if c is None} - {"r2"}
+        assert not made & {"r0", "r7", "r8"}
+
+
+def test_an_empty_batch_mixes_nothing() -> None:
+    mixed = mix([], [], _show, lambda m: _record(f"m{m}"), "seed")
+    assert mixed.records == [] and mixed.checks == []

@@ -71,3 +71,9 @@ def test_the_pair_is_in_the_blocks_language_one_sentence_in_each_of_two() -> Non
 def test_records_without_names_get_none() -> None:
     first, second = near_miss_pair([_shown("Ada met Bo.", name="")], 1)
     assert first["name"] == second["name"] == ""
+
+
+def test_braces_in_a_name_are_kept_and_mentions_not_copied() -> None:
+    shown = {**_shown("Ada met Bo."), "source_entity_name": "X{b}", "mentions": 3}
+    for record in near_miss_pair([shown], 0):
+        assert "X{b}" in record["description"] and "mentions" not in record

@@ -14,7 +14,7 @@ def states_near_miss(record: Mapping[str, Any]) -> bool:
     a, b = endpoints(record)
     text = str(record.get("description") or "")
     return any(
-        sentence.replace("{a}", a).replace("{b}", b) == text
+        sentence.format(a=a, b=b) == text
         for families in FAMILIES.values()
         for family in families
         for _, sentence in family

@@ -202,8 +202,10 @@ def mix(
                 key=lambda i: (len(str(shown[i].get("description"))), seed_of(seed, "copy", i)),
             )
             plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge"))
-    near = near_miss_pair([shown[i] for i in range(len(batch))], seed_of(seed, "near"))
-    plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both"))
+    near: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    if batch:
+        near = near_miss_pair([shown[i] for i in range(len(batch))], seed_of(seed, "near"))
+        plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both"))
     order: list[Slot] = [("real", index) for index in range(len(batch))]
     for number, (_, _, anchor) in enumerate(plan.added):
         after = 0 if anchor is None else order.index(("real", anchor)) + 1
@@ -211,25 +213,33 @@ def mix(
         order.insert(after + seed_of(seed, "at", number) % span, ("added", number))
     records: list[dict[str, Any]] = []
     cluster_at: list[int | None] = []
-    ids = {str(record["relation_id"]) for record in shown.values()}
+    made: list[tuple[int, int, int]] = []  # position, COPY or NEAR, member
     for kind, index in order:
+        cluster_at.append(index if kind == "real" else None)
         if kind == "real":
             records.append(shown[index])
-            cluster_at.append(index)
             continue
         unit, member, _ = plan.added[index]
-        if unit == COPY and member is not None:
-            copy = shown[member]
-            records.append({**copy, "relation_id": _other_id(str(copy["relation_id"]), ids, seed)})
-        elif unit == NEAR and member is not None:
-            like = str(shown[0]["relation_id"])
-            made = _other_id(like, ids, (seed, "near", member))
-            records.append({**near[member], "relation_id": made})
+        if unit in (COPY, NEAR) and member is not None:
+            made.append((len(records), unit, member))
+            records.append({})  # its id is drawn once every real id is known
         elif unit < 0 and member is not None:
             records.append(show_member(member))
         else:
             records.append(show([unit], frozenset(() if member is None else (member,))))
-        cluster_at.append(None)
+    # Every id the request holds, a cluster's members' included: a made-up record never
+    # takes one (the answer would be read as naming it).
+    ids = {str(r["relation_id"]) for r in records if r} | {
+        str(m) for r in records for m in r.get("merged_from") or ()
+    }
+    for at, unit, member in made:
+        if unit == COPY:
+            copy = shown[member]
+            records[at] = {**copy, "relation_id": _other_id(str(copy["relation_id"]), ids, seed)}
+        else:
+            like = str(shown[0]["relation_id"])
+            made_id = _other_id(like, ids, (seed, "near", member))
+            records[at] = {**near[member], "relation_id": made_id}
     position = {slot: i for i, slot in enumerate(order)}
     checks = [(position[x], position[y], expected) for x, y, expected in plan.checks]
     repeats = {

@@ -258,8 +258,8 @@ def near_miss_pair(
     shape = records[0]
     out = []
     for name, description in chosen:
-        text = description.replace("{a}", a).replace("{b}", b)
-        record = {key: value for key, value in shape.items() if key != "merged_from"}
+        text = description.format(a=a, b=b)  # braces in a name are not read again
+        record = {k: v for k, v in shape.items() if k not in ("merged_from", "mentions")}
         record.update(
             source_entity_name=a,
             target_entity_name=b,
