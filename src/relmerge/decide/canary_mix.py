@@ -6,12 +6,13 @@ relation and its reversed twin (must stay apart), two relations of one direction
 same description (must map together); and always one near-miss pair
 (``relmerge.decide.near_miss``): two different facts about the block's own entities,
 alike in words (must stay apart), as hard as the questions the rules leave to the model.
-They cost tokens, not requests. A pair whose two
-units the batch already shows in two of its clusters is read as it stands; a unit the
-batch does not show is added as a record of its own; a twin inside a batch cluster is
-shown beside it (the cluster shown without it). Added records go at seeded positions
-after the record they are checked against, so a model that lists a group under its first
-record names a real one; nothing else marks them.
+They cost tokens, not requests. A pair whose two units the batch already shows in two of
+its clusters is read as it stands; a unit the batch does not show is added as a record of
+its own; a twin inside a batch cluster is shown beside it (the cluster shown without it).
+A made-up record (a copy, a near-miss sentence) gets an id of the same shape that no
+record of the request holds, a cluster's members included. Added records go at seeded
+positions after the record they are checked against, so a model that lists a group under
+its first record names a real one; nothing else marks them.
 
 Reading: the real answer is read among real records only (``validate_answer``'s
 ``canary``: an added record bridges nothing and lends no fields); a canary is right when
