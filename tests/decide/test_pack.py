@@ -188,15 +188,85 @@ def parts() -> list[cluster_many.Part]:
 
 
 def test_validate_reads_each_block_among_its_own_records() -> None:
+    # The pack names its records r1, r2 (block b1) and r3, r4 (block b2).
     answer = {
         "blocks": [
             {"block": "b1", "mapping_table": {"r1": ["r1", "r2"]}},
-            {"block": "b2", "mapping_table": {"s1": ["s2", "r1"]}},  # r1 is block b1's
+            {"block": "b2", "mapping_table": {"r3": ["r4", "r1"]}},  # r1 is block b1's
         ]
     }
     first, second = cluster_many.validate_answer(answer, parts())
     assert not isinstance(first, InvalidAnswerError) and first.groups == [[0, 1]]
     assert isinstance(second, InvalidAnswerError) and "b2" in str(second)
+
+
+def sent_blocks(request: LLMRequest) -> list[dict[str, Any]]:
+    user = request.messages[1].content
+    blocks: list[dict[str, Any]] = orjson.loads(user.split("```json\n")[1].split("\n```")[0])
+    return blocks
+
+
+def test_a_pack_names_its_records_r1_to_rn_and_shows_no_relation_id() -> None:
+    """Short names a small model copies without typos: numbered across the request, no
+    relation id and no ``merged_from`` list anywhere in what is sent."""
+    entities = (EntityContext("e1", "A"), EntityContext("e2", "B"))
+
+    def shown(relation_id: str) -> dict[str, Any]:  # a record as a block's question shows it
+        return {"relation_id": relation_id, "name": "leads", "description": "A leads B."}
+
+    merged = {**shown("rel_3b1e81deb7e6"), "merged_from": ["rel_3b1e81deb7e6", "rel_9f"]}
+    first = cluster_many.Part([merged, shown("rel_0c2d11aa47b0")], entities, {})
+    second = cluster_many.Part([shown("rel_77e0c9d2a1f4")] * 2, entities, {})
+    request = cluster_many.build_request([first, second], temperature=0.0)
+    blocks = sent_blocks(request)
+    names = [[r["relation_id"] for r in block["records"]] for block in blocks]
+    assert names == [["r1", "r2"], ["r3", "r4"]]
+    assert all("merged_from" not in r for block in blocks for r in block["records"])
+    user = request.messages[1].content
+    assert "rel_" not in user
+    assert blocks[0]["records"][0]["description"] == merged["description"]  # only the name
+
+
+def test_an_answer_naming_a_relation_id_is_that_block_invalid() -> None:
+    """The answer is read by the names the request gave: a relation id the request never
+    showed names nothing, even the record it belongs to."""
+    entities = (EntityContext("e1", "A"), EntityContext("e2", "B"))
+    one = cluster_many.Part([record("rel_a"), record("rel_b")], entities, {})
+    two = cluster_many.Part([record("rel_c"), record("rel_d")], entities, {})
+    answer = {
+        "blocks": [
+            {"block": "b1", "mapping_table": {"rel_a": ["rel_a", "rel_b"]}},
+            {"block": "b2", "mapping_table": {"r3": ["r3", "r4"]}},
+        ]
+    }
+    first, second = cluster_many.validate_answer(answer, [one, two])
+    assert isinstance(first, InvalidAnswerError) and "'rel_a'" in str(first)
+    assert not isinstance(second, InvalidAnswerError) and second.groups == [[0, 1]]
+
+
+def test_an_entity_is_described_once_per_pack() -> None:
+    """A hub entity in several blocks of a pack shows its profile in the first only; an
+    entity of the same name with another profile is shown in full."""
+    hub = EntityContext("e1", "Norrbeck", "Invented software company, Austin.", "organization")
+    other = EntityContext("e2", "Petrel", "Computer-vision company.", "organization")
+    homonym = EntityContext("e9", "Norrbeck", "A river in Sweden.", "place")
+    parts_ = [
+        cluster_many.Part([record("a")], (hub, other), {}),
+        cluster_many.Part([record("b")], (hub, EntityContext("e3", "Lumen")), {}),
+        cluster_many.Part([record("c")], (homonym, other), {}),
+    ]
+    blocks = sent_blocks(cluster_many.build_request(parts_, temperature=0.0))
+    assert blocks[0]["entities"]["A"]["profile"] == hub.profile
+    assert blocks[1]["entities"]["A"] == {
+        "name": "Norrbeck",
+        "type": "organization",
+        "profile": "(as in block b1)",
+    }
+    assert blocks[1]["entities"]["B"] == {"name": "Lumen"}
+    assert blocks[2]["entities"]["A"]["profile"] == homonym.profile
+    assert blocks[2]["entities"]["B"]["profile"] == "(as in block b1)"
+    user = cluster_many.build_request(parts_, temperature=0.0).messages[1].content
+    assert user.count(hub.profile) == 1
 
 
 @pytest.mark.parametrize(

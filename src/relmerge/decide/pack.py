@@ -42,7 +42,6 @@ from relmerge.decide.retry import (
 from relmerge.errors import InvalidAnswerError
 from relmerge.model import EntityContext
 from relmerge.prompts import cluster_many
-from relmerge.prompts.base import inert_json
 from relmerge.prompts.cluster_relations import ClusterOutcome
 from relmerge.providers.base import LanguageModel, LLMResult
 
@@ -76,7 +75,7 @@ class _Question:
         the requests the run sends anyway, within their share of its tokens; counted,
         they would push packs over the budget and cost requests of their own."""
         own = cluster_many.Part(self.own_records, self.part.entities, {})
-        return len(inert_json(cluster_many.block_data(self.index, own))) // 4
+        return cluster_many.part_tokens(own)
 
     @property
     def own_records(self) -> list[dict[str, Any]]:

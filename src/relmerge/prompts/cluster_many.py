@@ -3,10 +3,22 @@ request (``llm_pack_tokens``), the instructions sent once.
 
 Request: the first ``json`` block of the user message is a list of blocks, each
 ``{"block": "b1", "entities": {"A": …, "B": …}, "records": [...]}``: a block's records
-(as ``relation_cluster`` shows them) under its own two entities and their profiles.
+(as ``relation_cluster`` shows them) under its own two entities and their profiles, with
+two savings a pack allows:
+
+* **Short record names.** Each record is named ``r1``, ``r2``, … (numbered across the
+  request, in block order) instead of its relation id, and shows no ``merged_from``
+  list. A model copies ``r7`` where it mistypes ``rel_3b1e81deb7e6`` (a small local model
+  wrote ``rel-`` for ``rel_`` in a third of its packed parts), and the short names cost
+  fewer tokens to read and to write. The names are the request's own: the answer is read
+  back by position (:func:`shown_blocks`), never by a relation id.
+* **Profiles once.** An entity that an earlier block of the request already shows (the
+  same name, type and profile) shows its name and type and ``"profile": "(as in block
+  b1)"``: hub entities sit in many blocks of a chunk.
+
 Answer: ``{"blocks": [{"block": "b1", "relation_list": [...], "mapping_table": {...},
 "unsure": [[…]]}, ...]}``, one entry per block, each read exactly as a
-``relation_cluster`` answer about that block's records alone: an id of another block is
+``relation_cluster`` answer about that block's records alone: a name of another block is
 not an input relation of this one, so no group ever spans two blocks.
 
 A block's part that is invalid (or missing) is that block's alone: the others are kept,
@@ -37,7 +49,7 @@ from relmerge.prompts.context import RULES, entity_data
 from relmerge.providers.base import LLMRequest, Message
 
 TASK = "relation_cluster_many"
-VERSION = 1
+VERSION = 2
 PROMPT = f"{TASK}@{VERSION}"
 
 
@@ -47,7 +59,7 @@ class BlockAnswer(BaseModel):
     block: str = Field(description='The block this part answers (its "block" name).')
     relation_list: list[ClusterEntry] = Field(default_factory=list)
     mapping_table: dict[str, list[str]] = Field(
-        description="Canonical relation id -> relation ids of THIS block that state the same fact."
+        description="Canonical record name -> names of THIS block's records stating that fact."
     )
     unsure: list[list[str]] = Field(
         default_factory=list, description="Groups of this block the context cannot decide."
@@ -65,21 +77,22 @@ SCHEMA: dict[str, Any] = ManyAnswer.model_json_schema()
 SYSTEM_PROMPT = f"""Task: {TASK}
 You deduplicate the relations of a knowledge graph. The request holds several BLOCKS; the
 records of one block all connect the same two entities (that block's A and B, described
-with their profiles). Within each block, group the records that state the SAME FACT.
+with their profiles; an entity already described in an earlier block says so). Records
+are named r1, r2, ... Within each block, group the records that state the SAME FACT.
 Blocks are independent: never group records of two different blocks.
 {RULES}
 
 Answer with one JSON object, one entry per block, in the order of the request:
 {{"blocks": [{{"block": "<block name>",
-"relation_list": [{{"relation_id": "<canonical id>", "Node1": "<source name>",
+"relation_list": [{{"relation_id": "<record name>", "Node1": "<source name>",
 "Node2": "<target name>", "Relation": "<name>", "Type": "<type>",
 "Description": "<one description with every distinct detail>", "Attr": {{}},
 "merge_tag": true}}],
-"mapping_table": {{"<canonical id>": ["<relation_id>", "<relation_id>", ...]}},
-"unsure": [["<relation_id>", "<relation_id>"]]}}]}}
+"mapping_table": {{"<record name>": ["<record name>", "<record name>", ...]}},
+"unsure": [["<record name>", "<record name>"]]}}]}}
 In each block's mapping_table list only groups of two or more records of that block that
-state one fact; each relation_id at most once; use only relation_ids of that block's
-records. Records you do not list stay separate; a block where nothing merges has an empty
+state one fact; each record name at most once; use only the names (r1, r2, ...) of that
+block's records. Records you do not list stay separate; a block where nothing merges has an empty
 mapping_table. Put a group in "unsure" only when the records and profiles truly cannot
 decide; do not use it for clear cases.
 {DATA_NOT_INSTRUCTIONS}"""
@@ -99,14 +112,42 @@ def block_name(position: int) -> str:
     return f"b{position + 1}"
 
 
-def block_data(position: int, part: Part) -> dict[str, Any]:
-    """A block as the request shows it."""
-    a, b = part.entities
-    return {
-        "block": block_name(position),
-        "entities": {"A": entity_data(a), "B": entity_data(b)},
-        "records": list(part.records),
-    }
+def record_name(number: int) -> str:
+    """A record's name in a packed request (``number`` counts from 1 across it)."""
+    return f"r{number}"
+
+
+def shown_blocks(parts: Sequence[Part]) -> list[dict[str, Any]]:
+    """The blocks as the request shows them: records under their short names (no
+    ``merged_from``), an entity's profile only where the request first shows it. A
+    function of ``parts`` alone, so an answer is read against exactly what was sent."""
+    number = 0
+    described: dict[str, str] = {}  # an entity as shown in full -> where
+    blocks = []
+    for position, part in enumerate(parts):
+        name = block_name(position)
+        entities: dict[str, dict[str, str]] = {}
+        for letter, entity in zip("AB", part.entities, strict=True):
+            data = entity_data(entity)
+            key = inert_json(data)
+            if "profile" in data and key in described:
+                data = {**data, "profile": f"(as in block {described[key]})"}
+            described.setdefault(key, name)
+            entities[letter] = data
+        records = []
+        for record in part.records:
+            number += 1
+            named = {k: v for k, v in record.items() if k != "merged_from"}
+            named["relation_id"] = record_name(number)
+            records.append(named)
+        blocks.append({"block": name, "entities": entities, "records": records})
+    return blocks
+
+
+def part_tokens(part: Part) -> int:
+    """A block's size in a pack, in tokens (~4 characters a token), as if it were the
+    pack's first block: its profiles in full, its records under short names."""
+    return len(inert_json(shown_blocks([part])[0])) // 4
 
 
 def blocks_json(parts: Sequence[Part]) -> str:
@@ -114,8 +155,7 @@ def blocks_json(parts: Sequence[Part]) -> str:
     size is what packing saves): one line per block head and per record, no indentation.
     Inert as every prompt's data (``prompts.base.inert_json``)."""
     blocks = []
-    for position, part in enumerate(parts):
-        data = block_data(position, part)
+    for data in shown_blocks(parts):
         records = data.pop("records")
         head = inert_json(data)[:-1]  # the object without its closing brace
         lines = ",\n".join(inert_json(record) for record in records)
@@ -145,11 +185,13 @@ def validate_answer(
     parsed: Any, parts: Sequence[Part]
 ) -> list[ClusterOutcome | InvalidAnswerError]:
     """Each block's part read as ``relation_cluster`` reads an answer about that block's
-    records alone (so a group naming another block's record is invalid), or why it is
-    invalid; raises when the answer is not a list of blocks or no part is valid."""
+    records alone, under the names the request gave them (so a group naming another
+    block's record, or a relation id, is invalid), or why it is invalid; raises when the
+    answer is not a list of blocks or no part is valid."""
     if not isinstance(parsed, dict) or not isinstance(parsed.get("blocks"), list):
         raise InvalidAnswerError('the answer needs a "blocks" list, one entry per block')
     names = {block_name(i): i for i in range(len(parts))}
+    sent = shown_blocks(parts)
     found: dict[int, Any] = {}
     problems: dict[int, InvalidAnswerError] = {}
     for position, entry in enumerate(parsed["blocks"]):
@@ -171,7 +213,9 @@ def validate_answer(
         else:
             try:
                 out.append(
-                    cluster_relations.validate_answer(found[index], part.records, part.canary)
+                    cluster_relations.validate_answer(
+                        found[index], sent[index]["records"], part.canary
+                    )
                 )
             except InvalidAnswerError as error:
                 out.append(InvalidAnswerError(f"block {block_name(index)}: {error}"))
