@@ -355,7 +355,7 @@ async def run_step(
 async def pipeline_row(
     data: Labelled, settings: dict[str, Any], judge: bool, embedder: EmbeddingModel
 ) -> dict[str, Any]:
-    llm = GoldJudge(data.gold) if judge else None
+    llm = GoldJudge(data.gold, records=data.records) if judge else None
     mapping, result = await run_step(data, settings, llm, embedder)
     counts = pair_counts(data, mapping)
     return {

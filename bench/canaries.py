@@ -25,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_server import JudgeServer
-from relmerge.eval.gold import load_gold
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from semantic_dev import RELMERGE, hard_negative_merges
 
@@ -84,6 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     packing = [] if args.pack_tokens is None else ["--llm-pack-tokens", str(args.pack_tokens)]
     gold = load_gold(args.dev / "gold.jsonl")
+    records = labelled_relations(args.dev / "gold.jsonl")
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -92,7 +93,7 @@ def main() -> None:
         runs += [(f"at chance, canaries {rate:g}", 0.5, rate) for rate in args.rates]
         runs += [("gold, canaries off", 0.0, 0.0), ("gold, canaries 0.05", 0.0, 0.05)]
         for label, error_rate, rate in runs:
-            with JudgeServer(GoldJudge(gold, error_rate)) as server:
+            with JudgeServer(GoldJudge(gold, error_rate, records=records)) as server:
                 llm = ["--llm-base-url", server.base_url, "--llm-model", "gold-judge", *packing]
                 out = root / label.replace(" ", "_").replace(",", "")
                 rows[label] = run(args.dev, out, [*llm, "--canaries", str(rate)])

@@ -49,13 +49,11 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 from tests.support.dev_cli import DEV, dev_run_args, run_outputs  # noqa: E402
-from tests.support.gold_judge import gold_task_handler  # noqa: E402
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler  # noqa: E402
 from tests.support.llm_server import LLMServer, Reply, is_preflight  # noqa: E402
 from tests.support.review_forgery import forged_requests, send  # noqa: E402
 
 from relmerge.data import sample_dir  # noqa: E402
-from relmerge.eval.gold import load_gold  # noqa: E402
-from relmerge.eval.gold_judge import GoldJudge  # noqa: E402
 
 SAMPLE = sample_dir()
 RELMERGE = [sys.executable, "-m", "relmerge"]
@@ -200,7 +198,7 @@ class DiesAfter:
 
 
 def dying(trials: int, root: Path, rng: random.Random) -> list[dict[str, Any]]:
-    judge = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    judge = gold_task_handler(dev_gold_judge(DEV))
     rows = []
     for trial in range(trials):
         alive_for = rng.randint(5, 40)
@@ -256,7 +254,7 @@ def interrupt_once(
 
 def interrupts(trials: int, root: Path, rng: random.Random, size: int) -> list[dict[str, Any]]:
     rows = []
-    judge = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    judge = gold_task_handler(dev_gold_judge(DEV))
 
     def slow(body: dict[str, Any]) -> Reply:
         return dataclasses.replace(judge(body), delay=0.05)

@@ -39,6 +39,11 @@ def load_pairs(dev: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (dev / "pairs_hard.jsonl").read_text().splitlines()]
 
 
+def pair_records(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pairs' records, for the gold judge to recognise a record shown under another id."""
+    return [pair[side] for pair in pairs for side in ("existing", "candidate")]
+
+
 def extended_gold(gold: dict[str, str], pairs: list[dict[str, Any]]) -> dict[str, str]:
     """Gold plus labels for the pairs' own ids (some exist only in pairs_hard.jsonl)."""
     extended = dict(gold)
@@ -135,7 +140,7 @@ async def judge_pairs(
     error_rate: float = 0.0,
 ) -> dict[str, Any]:
     """``pairs`` judged with an in-process gold-answering model: the summary figures."""
-    model = GoldJudge(extended_gold(gold, pairs), error_rate)
+    model = GoldJudge(extended_gold(gold, pairs), error_rate, records=pair_records(pairs))
     return summary(await judge_each(dev, pairs, model, config, embedder))
 
 
@@ -147,11 +152,13 @@ def main() -> None:
     parser.add_argument("--model", default="gold-judge")
     parser.add_argument("--response-format", default="json_object")
     args = parser.parse_args()
-    gold = extended_gold(load_gold(args.dev / "gold.jsonl"), load_pairs(args.dev))
+    pairs = load_pairs(args.dev)
+    gold = extended_gold(load_gold(args.dev / "gold.jsonl"), pairs)
     if args.base_url:
         rows = asyncio.run(judge_all(args.dev, args.base_url, args.model, args.response_format))
     else:
-        with JudgeServer(GoldJudge(gold, args.error_rate)) as server:
+        judge = GoldJudge(gold, args.error_rate, records=pair_records(pairs))
+        with JudgeServer(judge) as server:
             rows = asyncio.run(judge_all(args.dev, server.base_url))
     figures = summary(rows)
     print(

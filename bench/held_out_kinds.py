@@ -100,7 +100,7 @@ def at_full_cosine(data: Labelled) -> dict[str, Any]:
 async def main_async() -> dict[str, Any]:
     data = load_held_out_kinds()
     none = await run(data, None)
-    gold = await run(data, GoldJudge(data.gold))
+    gold = await run(data, GoldJudge(data.gold, records=data.records))
     worst = at_full_cosine(data)
     print(
         f"held-out kinds: {len(data.records)} relations, {len(data.hard_negatives)} hard negatives"

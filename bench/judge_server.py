@@ -3,9 +3,11 @@
 It answers the three relmerge tasks (relation_merge, relation_cluster, relation_judge)
 from a gold file through :class:`relmerge.eval.gold_judge.GoldJudge`, optionally with
 latency and an error rate p: so routing, LLM cost and clustering quality can be measured
-over real HTTP without a paid model.
+over real HTTP without a paid model. ``--relations`` (the labelled relations, JSONL) lets
+it recognise records a request shows under other ids (a packed request's aliases) by text.
 
-    python bench/judge_server.py --gold ../shared/data/dev/gold.jsonl --port 8765 --error-rate 0.1
+    python bench/judge_server.py --gold ../shared/data/dev/gold.jsonl --port 8765 \
+        --error-rate 0.1 --relations ../shared/data/dev/relations.jsonl
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import orjson
 
 from relmerge.eval.gold import load_gold
 from relmerge.eval.gold_judge import GoldJudge, task_of
+from relmerge.io.load import read_jsonl_items
 
 
 class _Server(ThreadingHTTPServer):
@@ -147,8 +150,16 @@ def main() -> None:
     parser.add_argument("--error-rate", type=float, default=0.0)
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--relations",
+        type=Path,
+        help="the labelled relations (JSONL): records shown under other ids are recognised",
+    )
     args = parser.parse_args()
-    judge = GoldJudge(load_gold(args.gold), args.error_rate, args.seed)
+    records = None
+    if args.relations is not None:
+        records = [item for _, item in read_jsonl_items(args.relations, "relations file")]
+    judge = GoldJudge(load_gold(args.gold), args.error_rate, args.seed, records=records)
     with JudgeServer(judge, args.latency, args.port) as server:
         print(f"serving gold judge at {server.base_url} (error rate {args.error_rate})")
         try:

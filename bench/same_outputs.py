@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import functools
 import hashlib
+import inspect
 import os
 import subprocess
 import sys
@@ -66,6 +67,7 @@ DEV = SHARED / "dev"
 VARYING_LOG_FIELDS = ("cached", "prompt")
 MEASURED_RESULT_KEYS = ("seconds", "engine")
 SMALL_CHUNKS = "records_per_chunk = 40\n"
+Labels = tuple[dict[str, str], list[dict[str, Any]]]  # gold labels, the records they label
 
 
 @dataclass
@@ -75,7 +77,7 @@ class Run:
     name: str
     input: Callable[[Path], Path]  # given a scratch folder, the input file
     args: list[str] = field(default_factory=list)
-    gold: Callable[[], dict[str, str]] | None = None  # answers of the gold judge, if any
+    gold: Callable[[], Labels] | None = None  # answers of the gold judge, if any
     config: str | None = None  # a relmerge.toml for --config
 
 
@@ -83,13 +85,22 @@ def _dev_input(_: Path) -> Path:
     return DEV / "relations.jsonl"
 
 
-def _dev_gold() -> dict[str, str]:
+def _dev_gold() -> Labels:
     gold = {}
     for line in (DEV / "gold.jsonl").read_bytes().splitlines():
         if line.strip():
             item = orjson.loads(line)
             gold[item["relation_id"]] = item["cluster"]
-    return gold
+    lines = (DEV / "relations.jsonl").read_bytes().splitlines()
+    return gold, [orjson.loads(line) for line in lines if line.strip()]
+
+
+def _judge(labels: Labels) -> GoldJudge:
+    """The gold judge, recognising records shown under other ids by their labelled text."""
+    gold, records = labels
+    if "records" not in inspect.signature(GoldJudge).parameters:
+        return GoldJudge(gold)  # an older checkout (this script copied there): ids only
+    return GoldJudge(gold, records=records)
 
 
 def _real_input(source: str) -> Callable[[Path], Path]:
@@ -175,19 +186,24 @@ def matrix() -> list[Run]:
         ),
     ]
     for source in SOURCES:
-        labels = load_real(source).gold
+        data = load_real(source)
+        labels = (data.gold, data.records)
         runs.append(Run(f"real-{source}-rules", _real_input(source), ["--llm", "none", *hash_]))
         runs.append(Run(f"real-{source}-gold", _real_input(source), hash_, _constant(labels)))
     runs.append(Run(f"real-{REAL[0]}-gold-use", _real_input(REAL[0]), [], _gold_of(REAL[0])))
     return runs
 
 
-def _constant(labels: dict[str, str]) -> Callable[[], dict[str, str]]:
+def _constant(labels: Labels) -> Callable[[], Labels]:
     return lambda: labels
 
 
-def _gold_of(source: str) -> Callable[[], dict[str, str]]:
-    return lambda: load_real(source).gold
+def _gold_of(source: str) -> Callable[[], Labels]:
+    def labels() -> Labels:
+        data = load_real(source)
+        return data.gold, data.records
+
+    return labels
 
 
 def _digest(parts: Iterator[bytes]) -> str:
@@ -252,7 +268,7 @@ def cli_run(run: Run, scratch: Path) -> tuple[str, float]:
         args += ["--config", str(config)]
     server = None
     if run.gold is not None:
-        server = JudgeServer(GoldJudge(run.gold())).__enter__()
+        server = JudgeServer(_judge(run.gold())).__enter__()
         args += ["--llm-base-url", server.base_url, "--llm-model", "gold"]
     started = time.perf_counter()
     try:
@@ -300,7 +316,7 @@ def step_run(scratch: Path, gold: bool) -> tuple[str, float]:
     step = DeduplicateRelations(DeduplicateRelationsConfig(), cache)
     started = time.perf_counter()
     if gold:
-        with JudgeServer(GoldJudge(_dev_gold())) as server:
+        with JudgeServer(_judge(_dev_gold())) as server:
             model = OpenAICompatibleModel(base_url=server.base_url, model="gold")
             context.components["models.language"] = model
             asyncio.run(step.run(context))

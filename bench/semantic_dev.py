@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_server import JudgeServer
-from relmerge.eval.gold import load_gold
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,12 +80,13 @@ def main() -> None:
     args = parser.parse_args()
     packing = [] if args.pack_tokens is None else ["--llm-pack-tokens", str(args.pack_tokens)]
     gold = load_gold(args.dev / "gold.jsonl")
+    records = labelled_relations(args.dev / "gold.jsonl")
     rows: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         rows["llm none"] = run(args.dev, root / "none", ["--llm", "none"])
         for label, rate in (("gold judge", 0.0), ("gold judge, 10% wrong", 0.1)):
-            with JudgeServer(GoldJudge(gold, rate)) as server:
+            with JudgeServer(GoldJudge(gold, rate, records=records)) as server:
                 rows[label] = run(
                     args.dev,
                     root / label.replace(" ", "_").replace(",", "").replace("%", ""),

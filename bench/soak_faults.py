@@ -51,7 +51,9 @@ async def soak(args: argparse.Namespace) -> list[dict[str, Any]]:
         "max_retries": args.max_retries,
         "max_attempts": args.max_attempts,
     }
-    reference = await run_through_server(dev, gold_task_handler(GoldJudge(dev.gold)), **options)
+    reference = await run_through_server(
+        dev, gold_task_handler(GoldJudge(dev.gold, records=dev.records)), **options
+    )
     f1_reference = evaluate(reference.output.relation_id_mapping, dev.gold).pair_f1
     rows: list[dict[str, Any]] = []
     for multiplier in args.rate:
@@ -59,7 +61,7 @@ async def soak(args: argparse.Namespace) -> list[dict[str, Any]]:
         for offset in range(args.repeat):
             seed = args.seed + offset
             faults = FaultyHandler(
-                gold_task_handler(GoldJudge(dev.gold)),
+                gold_task_handler(GoldJudge(dev.gold, records=dev.records)),
                 **rates,
                 max_latency=args.latency,
                 seed=seed,

@@ -24,11 +24,8 @@ from typing import Any
 
 import orjson
 from tests.support.dev_cli import DEV, dev_run_args, run_outputs
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
-
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 
 
 def run_args(out: Path, base_url: str, concurrency: int) -> list[str]:
@@ -62,7 +59,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.03, help="seconds per answer")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    handle = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    handle = gold_task_handler(dev_gold_judge(DEV))
 
     def slow(body: dict[str, Any]) -> Reply:
         return dataclasses.replace(handle(body), delay=args.latency)

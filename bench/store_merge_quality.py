@@ -155,7 +155,7 @@ def measure(data: Labelled, root: Path, gold_llm: bool) -> dict[str, Any]:
         folder = root / how.replace(" ", "_")
         folder.mkdir(parents=True)
         if gold_llm:
-            with JudgeServer(GoldJudge(data.gold, 0.0)) as server:
+            with JudgeServer(GoldJudge(data.gold, 0.0, records=data.records)) as server:
                 llm = ["--llm-base-url", server.base_url, "--llm-model", "gold-judge"]
                 mapping = work(data, folder, llm, server.judge)
                 requests = server.requests

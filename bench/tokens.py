@@ -58,7 +58,7 @@ async def run_set(
         llm_pack_records=pack_records,
         **({} if canaries is None else {"canaries": canaries}),
     )
-    with JudgeServer(GoldJudge(data.gold, error_rate)) as server:
+    with JudgeServer(GoldJudge(data.gold, error_rate, records=data.records)) as server:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
         context = DictContext(
             components={

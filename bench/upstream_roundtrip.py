@@ -115,7 +115,7 @@ def import_run_export(source: Path, work: Path) -> tuple[dict[str, str], dict[st
     )
     relations = [json.loads(line) for line in (work / "relations.jsonl").read_text().splitlines()]
     (work / "mapping.json").write_text(json.dumps(fold_mapping(relations, 4)))
-    judge = GoldJudge({r["relation_id"]: "one fact" for r in relations})
+    judge = GoldJudge({r["relation_id"]: "one fact" for r in relations}, records=relations)
     with JudgeServer(judge) as server:
         subprocess.run(
             [

@@ -71,7 +71,7 @@ def clean(dev: DevSet) -> Iterator[FaultRun]:
 
 
 def gold(dev: DevSet) -> Handler:
-    return gold_task_handler(GoldJudge(dev.gold))
+    return gold_task_handler(GoldJudge(dev.gold, records=dev.records))
 
 
 def only(fault: str, rate: float = 1.0, **options: Any) -> dict[str, Any]:
@@ -151,7 +151,7 @@ def test_fault_rates_must_be_a_distribution() -> None:
 def test_garbage_is_never_a_valid_answer() -> None:
     """Garbage must fail validation for every task, or a fault would pass as an answer."""
     records = [record("r1"), record("r2")]
-    judge = GoldJudge({"r1": "c1", "r2": "c1"})
+    judge = GoldJudge({"r1": "c1", "r2": "c1"}, records=records)
     handler = FaultyHandler(gold_task_handler(judge), **only("garbage"), seed=3)
     relations = [ExtractedRelation.model_validate(item) for item in records]
     validators = {

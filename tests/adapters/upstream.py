@@ -65,7 +65,7 @@ def fold_mapping(relations: Sequence[dict[str, Any]], pairs: int) -> dict[str, s
 @contextmanager
 def one_fact_judge(relations: Sequence[dict[str, Any]]) -> Iterator[LLMServer]:
     """An OpenAI-compatible server whose model says all records are one fact."""
-    judge = GoldJudge({record["relation_id"]: "one" for record in relations})
+    judge = GoldJudge({record["relation_id"]: "one" for record in relations}, records=relations)
     with LLMServer(handler=gold_task_handler(judge)) as server:
         yield server
 

@@ -23,7 +23,6 @@ from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictConte
 from relmerge.cli import main
 from relmerge.data import sample_dir
 from relmerge.errors import ProviderError
-from relmerge.eval.gold import load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.providers.openai_embed import OpenAIEmbedder
@@ -31,7 +30,7 @@ from relmerge.stores import MemoryStore
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
 from tests.factories import record, run_step
 from tests.support.dev_cli import dev_run_args, run_outputs
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import PREFLIGHT_OK, LLMServer, Reply
 
 EXAMPLE = sample_dir()
@@ -411,7 +410,7 @@ def test_a_spent_budget_or_invalid_answers_still_exit_0(
 def test_a_run_whose_endpoint_died_resumes_to_the_outputs_of_an_uninterrupted_run(
     tmp_path: Path,
 ) -> None:
-    judge = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    judge = gold_task_handler(dev_gold_judge(DEV))
     with LLMServer(handler=judge) as reference_server:
         reference = tmp_path / "reference"
         args = dev_run_args(reference, reference_server.base_url, 2, "--no-cache")

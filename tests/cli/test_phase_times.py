@@ -21,10 +21,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from tests.support.dev_cli import DEV
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer
 
 RELMERGE = [sys.executable, "-m", "relmerge"]
@@ -36,7 +34,7 @@ pytestmark = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not pre
 
 @pytest.fixture(scope="module")
 def slow_judge() -> Iterator[LLMServer]:
-    handler = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    handler = gold_task_handler(dev_gold_judge(DEV))
     with LLMServer(handler=lambda body: dataclasses.replace(handler(body), delay=0.25)) as server:
         yield server
 

@@ -24,11 +24,9 @@ from click.testing import CliRunner
 
 from relmerge.cli import main
 from relmerge.cli.interrupt import RESUME_HINT
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from tests.cli.test_run_cli import DEV, check_outputs, needs_dev
 from tests.support.dev_cli import dev_run_args, run_outputs
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 
 pytestmark = needs_dev
@@ -49,7 +47,7 @@ def body_key(body: Any) -> bytes:
 @pytest.fixture(scope="module")
 def judge_server() -> Iterator[LLMServer]:
     """The gold judge, a little slow (as real endpoints are) so that kills land mid-run."""
-    handle = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+    handle = gold_task_handler(dev_gold_judge(DEV))
 
     def slow(body: dict[str, Any]) -> Reply:
         return dataclasses.replace(handle(body), delay=0.03)

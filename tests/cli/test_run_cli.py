@@ -222,14 +222,13 @@ def test_dev_set_semantic_against_gold_judge_on_loopback(tmp_path: Path) -> None
     import collections
 
     from relmerge.eval.gold import load_gold
-    from relmerge.eval.gold_judge import GoldJudge
     from relmerge.eval.metrics import evaluate
-    from tests.support.gold_judge import gold_task_handler
+    from tests.support.gold_judge import dev_gold_judge, gold_task_handler
     from tests.support.llm_server import LLMServer
 
     gold = load_gold(DEV / "gold.jsonl")
     out = tmp_path / "out"
-    with LLMServer(handler=gold_task_handler(GoldJudge(gold))) as server:
+    with LLMServer(handler=gold_task_handler(dev_gold_judge(DEV))) as server:
         code, text = _run(
             "run",
             str(DEV / "relations.jsonl"),

@@ -20,7 +20,7 @@ from relmerge.engines.base import ChunkEngine, ChunkRun
 from relmerge.engines.local import LocalEngine, default_engine
 from relmerge.engines.processes import ProcessEngine, stop_workers
 from relmerge.errors import ProviderError, WorkerDied
-from relmerge.eval.gold import load_gold
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.progress import NoProgress
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
@@ -69,7 +69,7 @@ async def test_rules_only_run_of_many_chunks_is_identical_and_its_cpu_is_the_wor
 
 @needs_dev
 async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
-    gold = load_gold(DEV / "gold.jsonl")
+    gold, records = load_gold(DEV / "gold.jsonl"), labelled_relations(DEV / "gold.jsonl")
     # Canaries off: a canary asked on its own spends a credit its process's requests
     # earned, so worker processes ask other extra canaries than one process (their
     # equality with canaries on: test_canaries_measure_the_model_alike_on_workers).
@@ -77,8 +77,8 @@ async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
     config = DeduplicateRelationsConfig(
         concurrency=3, records_per_chunk=60, canaries=0, llm_pack_tokens=0
     )
-    one = await _run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
-    model = InFlight(GoldJudge(gold, error_rate=0.2), pause=0.01)
+    one = await _run(GoldJudge(gold, error_rate=0.2, records=records), LocalEngine(), config)
+    model = InFlight(GoldJudge(gold, error_rate=0.2, records=records), pause=0.01)
     two = await _run(model, ProcessEngine(2), config)
     assert one[0].result["llm_requests"] > 0
     assert_same_outputs(one, two, "chunk_count")
@@ -91,10 +91,10 @@ async def test_canaries_measure_the_model_alike_on_workers(error_rate: float) ->
     """Canaries on: the same canaries asked, the same verdict, the same outputs (at
     chance: the same chunks worked again without the model). Only the requests differ
     at chance: chunks in flight on the workers when the model is distrusted had asked."""
-    gold = load_gold(DEV / "gold.jsonl")
+    gold, records = load_gold(DEV / "gold.jsonl"), labelled_relations(DEV / "gold.jsonl")
     config = DeduplicateRelationsConfig(records_per_chunk=60, canaries=0.2)
-    one = await _run(GoldJudge(gold, error_rate=error_rate), LocalEngine(), config)
-    two = await _run(GoldJudge(gold, error_rate=error_rate), ProcessEngine(2), config)
+    one = await _run(GoldJudge(gold, error_rate, records=records), LocalEngine(), config)
+    two = await _run(GoldJudge(gold, error_rate, records=records), ProcessEngine(2), config)
     canaries = one[0].result["canaries"]
     assert canaries["answered"] >= 10 and canaries["distrusted"] == (error_rate > 0)
     if error_rate == 0:

@@ -14,7 +14,7 @@ from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.local import LocalEngine
 from relmerge.errors import ConfigError, ProviderError
-from relmerge.eval.gold import load_gold
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.base import NoLanguageModel
 from relmerge.stores.memory import MemoryStore
@@ -49,10 +49,12 @@ async def test_rules_only_run_is_identical() -> None:
 
 @needs_dev
 async def test_llm_run_is_identical_and_keeps_the_global_concurrency() -> None:
-    gold = load_gold(DEV / "gold.jsonl")
+    gold, records = load_gold(DEV / "gold.jsonl"), labelled_relations(DEV / "gold.jsonl")
     config = DeduplicateRelationsConfig(concurrency=3)
-    local = await dev_engine_run(GoldJudge(gold, error_rate=0.2), LocalEngine(), config)
-    model = InFlight(GoldJudge(gold, error_rate=0.2), pause=0.02)
+    local = await dev_engine_run(
+        GoldJudge(gold, error_rate=0.2, records=records), LocalEngine(), config
+    )
+    model = InFlight(GoldJudge(gold, error_rate=0.2, records=records), pause=0.02)
     distributed = await dev_engine_run(model, RayEngine(), config)
     assert local[0].result["llm_requests"] > 0
     assert_same_outputs(local, distributed)

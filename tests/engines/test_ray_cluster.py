@@ -18,10 +18,8 @@ from typing import Any
 import orjson
 import pytest
 
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from tests.support.dev_cli import DEV, dev_run_args, written_files
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer
 from tests.support.ray_cluster import RayCluster
 
@@ -58,7 +56,7 @@ def _files(out: Path) -> dict[str, bytes]:
 def test_two_nodes_write_the_local_outputs(cluster: RayCluster, tmp_path: Path) -> None:
     config = tmp_path / "relmerge.toml"
     config.write_text("records_per_chunk = 120\n")  # several chunks: both nodes get work
-    with LLMServer(handler=gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))) as server:
+    with LLMServer(handler=gold_task_handler(dev_gold_judge(DEV))) as server:
         local = _run(tmp_path / "local", server.base_url, config, "--workers", "0")
         local_requests = len(server.group_requests)
         distributed = _run(

@@ -94,13 +94,11 @@ def _run_args(input_path: Path, out: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def llm_out(tmp_path_factory: pytest.TempPathFactory, input_path: Path) -> Path:
     """A run with the gold judge on the loopback server: LLM tiers, requests, tokens."""
-    from relmerge.eval.gold import load_gold
-    from relmerge.eval.gold_judge import GoldJudge
-    from tests.support.gold_judge import gold_task_handler
+    from tests.support.gold_judge import dev_gold_judge, gold_task_handler
     from tests.support.llm_server import LLMServer
 
     out = tmp_path_factory.mktemp("llm") / "out"
-    with LLMServer(handler=gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))) as server:
+    with LLMServer(handler=gold_task_handler(dev_gold_judge(DEV))) as server:
         args = [*_run_args(input_path, out), "--llm-base-url", server.base_url]
         code, stdout, stderr = _cli(*args, "--llm-model", "gold")
     assert code == 0, stdout + stderr

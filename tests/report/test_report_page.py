@@ -65,13 +65,11 @@ def rules_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def llm_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from relmerge.eval.gold import load_gold
-    from relmerge.eval.gold_judge import GoldJudge
-    from tests.support.gold_judge import gold_task_handler
+    from tests.support.gold_judge import dev_gold_judge, gold_task_handler
     from tests.support.llm_server import LLMServer
 
     out = tmp_path_factory.mktemp("llm") / "out"
-    with LLMServer(handler=gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))) as server:
+    with LLMServer(handler=gold_task_handler(dev_gold_judge(DEV))) as server:
         _cli(*dev_run_args(out, server.base_url, 4))
     return out
 

@@ -16,18 +16,17 @@ from click.testing import CliRunner
 from relmerge.cli import main
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.local import LocalEngine
-from relmerge.eval.gold import load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from tests.support.dev_cli import DEV, dev_run_args
 from tests.support.engines import dev_engine_run
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
 
 
 def _judge(error_rate: float = 0.0) -> GoldJudge:
-    return GoldJudge(load_gold(DEV / "gold.jsonl"), error_rate=error_rate)
+    return dev_gold_judge(DEV, error_rate)
 
 
 def _decisions(store: Any) -> list[dict[str, Any]]:

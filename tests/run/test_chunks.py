@@ -19,7 +19,7 @@ import pytest
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.errors import ProviderError
-from relmerge.eval.gold import load_gold
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.providers.base import LanguageModel, NoLanguageModel
@@ -112,12 +112,14 @@ async def test_rules_only_chunks_give_the_whole_batch_result() -> None:
 
 @needs_dev
 async def test_llm_judged_chunks_give_the_whole_batch_result() -> None:
-    gold = load_gold(DEV / "gold.jsonl")
+    gold, records = load_gold(DEV / "gold.jsonl"), labelled_relations(DEV / "gold.jsonl")
     # One question a request: packs are cut within a chunk, so they follow the chunking.
     # Canaries off: at 20% wrong the model's canary agreement sits at the 0.8 threshold,
     # where the chunk boundaries decide when it is distrusted (tests/run/test_canaries.py).
-    whole = await _run(GoldJudge(gold, error_rate=0.2), 100_000, llm_pack_tokens=0, canaries=0)
-    chunked = await _run(GoldJudge(gold, error_rate=0.2), 40, llm_pack_tokens=0, canaries=0)
+    judge = GoldJudge(gold, error_rate=0.2, records=records)
+    whole = await _run(judge, 100_000, llm_pack_tokens=0, canaries=0)
+    judge = GoldJudge(gold, error_rate=0.2, records=records)
+    chunked = await _run(judge, 40, llm_pack_tokens=0, canaries=0)
     assert whole[0].result["llm_requests"] > 0
     _assert_same(whole, chunked)
 

@@ -15,10 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from relmerge.cli import main
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from tests.support.dev_cli import DEV
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer, Reply
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
@@ -39,7 +37,7 @@ class Metered:
     (``usage=False``: it sends a completion without ``usage``, as some servers do)."""
 
     def __init__(self, usage: bool = True) -> None:
-        self.gold = gold_task_handler(GoldJudge(load_gold(DEV / "gold.jsonl")))
+        self.gold = gold_task_handler(dev_gold_judge(DEV))
         self.usage = usage
         self.sent: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
         self._lock = threading.Lock()

@@ -26,7 +26,8 @@ def _records() -> list[dict[str, Any]]:
 
 async def test_decisions_name_final_outputs_never_intermediate_ids() -> None:
     gold = {"r1": "ceo", "r2": "ceo", "r3": "ceo", "r4": "founding"}
-    output, _, store = await run_step(_records(), GoldJudge(gold), embedder=HashEmbedder())
+    judge = GoldJudge(gold, records=_records())
+    output, _, store = await run_step(_records(), judge, embedder=HashEmbedder())
     mapping = output.relation_id_mapping
     finals = set(mapping.values())
     assert len(finals) == 2 and mapping["r1"] == mapping["r3"]  # merged in two stages

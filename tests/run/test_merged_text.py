@@ -154,7 +154,7 @@ async def test_an_exact_key_group_merged_in_its_block_has_the_exact_stages_text(
     for semantic in (False, True):
         output, _, _ = await run_step(
             records,
-            GoldJudge(gold),
+            GoldJudge(gold, records=everything),
             mapping,
             embedder=HashEmbedder() if semantic else None,
             semantic_merge=semantic,

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from relmerge.io.load import JsonlInput, read_entities, read_entity_mapping
 from relmerge.io.records import RawRecord
 from relmerge.providers.base import NoLanguageModel
@@ -18,6 +16,7 @@ from relmerge.run.pipeline import run_pipeline
 from relmerge.stores.memory import MemoryStore
 from tests.factories import record
 from tests.run.test_chunks import DEV, needs_dev
+from tests.support.gold_judge import dev_gold_judge
 
 
 class Recorder:
@@ -60,7 +59,7 @@ async def test_each_phase_reaches_its_total(records_per_chunk: int) -> None:
         JsonlInput(DEV / "relations.jsonl"),
         read_entity_mapping(DEV / "entity_id_mapping.json"),
         DeduplicateRelationsConfig(records_per_chunk=records_per_chunk),
-        GoldJudge(load_gold(DEV / "gold.jsonl")),
+        dev_gold_judge(DEV),
         MemoryStore(),
         recorder,
         HashEmbedder(),

@@ -32,6 +32,7 @@ BATCHES = [
     ],
     [record("r4", description="The top executive of Norrbeck Systems is Ada Lind.")],
 ]
+NEWER = [record("r5", name="founded", description="Norrbeck Systems was founded by Ada.")]
 GOLD = {"r1": "ceo", "r2": "ceo", "r4": "ceo", "r3": "founded", "r5": "founded", "x1": "works"}
 PAIR = ("e_ada", "e_norrbeck")
 
@@ -40,7 +41,7 @@ class CountingJudge(GoldJudge):
     """The gold judge, counting the blocks it is asked about."""
 
     def __init__(self) -> None:
-        super().__init__(GOLD)
+        super().__init__(GOLD, records=[r for batch in [*BATCHES, NEWER] for r in batch])
         self.asked: list[set[str]] = []
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
@@ -90,8 +91,7 @@ def test_one_pending_reconcile_asks_each_touched_block_once(store_url: str) -> N
     assert nothing.figures["relations_read"] == 0 and again.asked == []
     assert not nothing.changes_store  # nothing new: no batch written
 
-    newer = [record("r5", name="founded", description="Norrbeck Systems was founded by Ada.")]
-    asyncio.run(_merge(store_url, [newer]))
+    asyncio.run(_merge(store_url, [NEWER]))
     later = CountingJudge()
     output = asyncio.run(_reconcile(store_url, later))
     assert (output.since, output.through) == (3, 5)  # the reconcile batch was 4

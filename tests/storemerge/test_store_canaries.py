@@ -21,11 +21,10 @@ from click.testing import CliRunner
 
 from relmerge.cli import main
 from relmerge.eval.gold import load_gold
-from relmerge.eval.gold_judge import GoldJudge
 from relmerge.eval.metrics import evaluate
 from relmerge.graphstore import open_graph_store
 from tests.support.dev_cli import DEV
-from tests.support.gold_judge import gold_task_handler
+from tests.support.gold_judge import dev_gold_judge, gold_task_handler
 from tests.support.llm_server import LLMServer
 
 needs_dev = pytest.mark.skipif(not DEV.is_dir(), reason="shared dev set not present")
@@ -105,7 +104,7 @@ def _llm(server: LLMServer) -> list[str]:
 @needs_dev
 def test_a_model_at_chance_across_batches_is_distrusted(tmp_path: Path) -> None:
     _, _, rules_mapping = _merge_all(tmp_path, "rules", ["--llm", "none"])
-    judge = GoldJudge(load_gold(DEV / "gold.jsonl"), error_rate=0.5)
+    judge = dev_gold_judge(DEV, error_rate=0.5)
     with LLMServer(handler=gold_task_handler(judge)) as server:
         _, runs, mapping = _merge_all(tmp_path, "chance", _llm(server))
     figures = [result["canaries"] for _, result, _ in runs]
@@ -130,7 +129,7 @@ def test_a_model_at_chance_across_batches_is_distrusted(tmp_path: Path) -> None:
 
 @needs_dev
 def test_a_model_that_answers_right_is_never_distrusted(tmp_path: Path) -> None:
-    judge = GoldJudge(load_gold(DEV / "gold.jsonl"))
+    judge = dev_gold_judge(DEV)
     with LLMServer(handler=gold_task_handler(judge)) as server:
         on_url, on, _ = _merge_all(tmp_path, "on", _llm(server))
         off_url, off, _ = _merge_all(tmp_path, "off", _llm(server), "--canaries", "0")

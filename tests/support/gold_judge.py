@@ -1,16 +1,28 @@
-"""A handler for :class:`LLMServer` that answers ``relation_merge`` from gold clusters.
+"""Handlers for :class:`LLMServer` that answer from gold clusters, and the dev set's
+gold judge.
 
-Records of one gold cluster are fused; a batch that spans clusters is split along them.
-Ids the gold file does not know (intermediate merges) form their own part.
+``gold_merge_handler`` answers ``relation_merge`` by relation id: records of one gold
+cluster are fused; a batch that spans clusters is split along them; ids the gold file
+does not know (intermediate merges) form their own part. It needs no recognition by
+text: ``relation_merge`` requests are never packed, so they show the records' own ids.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge, gold_fields, task_of
 from tests.support.llm_server import Reply, json_reply, request_records
+
+
+def dev_gold_judge(dev: Path, error_rate: float = 0.0) -> GoldJudge:
+    """The gold judge of a dev-style folder: its ``gold.jsonl`` labels, and its
+    ``relations.jsonl`` to recognise records a request shows under other ids."""
+    gold = dev / "gold.jsonl"
+    return GoldJudge(load_gold(gold), error_rate, records=labelled_relations(gold))
 
 
 def gold_merge_handler(gold: dict[str, str]) -> Callable[[dict[str, Any]], Reply]:

@@ -1,8 +1,10 @@
-"""Gold labels: JSONL of ``{relation_id, cluster}``; same cluster = same fact."""
+"""Gold labels: JSONL of ``{relation_id, cluster}``; same cluster = same fact. The
+relations they label are ``relations.jsonl`` beside them (the dev set's layout)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from relmerge.errors import InputError
 from relmerge.io.load import read_jsonl_items
@@ -22,3 +24,15 @@ def load_gold(path: Path) -> dict[str, str]:
     if not gold:
         raise InputError(f"gold file {path} has no labels")
     return gold
+
+
+def labelled_relations(gold_path: Path) -> list[dict[str, Any]]:
+    """The relations a gold file labels: ``relations.jsonl`` in its folder, as dicts (for
+    ``GoldJudge(records=...)``, which recognises records shown under other ids by them)."""
+    path = gold_path.parent / "relations.jsonl"
+    records: list[dict[str, Any]] = []
+    for where, item in read_jsonl_items(path, "relations file"):
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: expected a relation object")
+        records.append(item)
+    return records

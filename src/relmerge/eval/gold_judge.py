@@ -4,20 +4,30 @@ It lets routing, cost and clustering be measured without a paid LLM: with
 ``error_rate=p`` a judge verdict flips with probability p, and in cluster/merge answers
 each record lands in a wrong group, and each pair of groups is wrongly merged, with
 probability p. Answers are deterministic for a given request and seed.
+
+A record is recognised by its relation id (and a merged record's ``merged_from`` ids).
+A request may show records under other ids (a packed request shows short aliases, ``r1``,
+``r2``, …, without ``merged_from``), so a judge given the labelled ``records`` also
+recognises a shown record by its text: each line of its description (a merged record's is
+its members' distinct descriptions joined, one a line, the whole maybe cut) against the
+lines of the labelled descriptions; a cut last line by prefix. Where one text is in
+records of several labels, the endpoint names and then the name shown decide. A record
+whose text is in no labelled record (a made-up canary) stays unknown.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
-from relmerge.normalize import normalize_description
+from relmerge.normalize import normalize_description, normalize_key_text
 from relmerge.prompts.base import TRUNCATED
 from relmerge.providers.base import LLMRequest, LLMResult, Usage
 from relmerge.providers.fake import request_records
@@ -40,12 +50,98 @@ def gold_fields(record: Mapping[str, Any], *others: Mapping[str, Any]) -> dict[s
     return fields
 
 
+_MARK = f" {TRUNCATED}"
+PREFIX_CHARS = 20  # a cut last line shorter than this matches by equality only
+
+
+def _shown_lines(description: str) -> tuple[list[str], bool]:
+    """A shown description's lines in comparison form, and whether it was cut."""
+    cut = description.endswith(_MARK)
+    if cut:
+        description = description[: -len(_MARK)]
+    return [normalize_description(part) for part in description.split("\n")], cut
+
+
+def _ends(record: Mapping[str, Any]) -> tuple[str, str]:
+    return (
+        normalize_key_text(str(record.get("source_entity_name") or "")),
+        normalize_key_text(str(record.get("target_entity_name") or "")),
+    )
+
+
+class ContentIndex:
+    """Labelled records by the lines of their descriptions: the gold label of a shown
+    record whose ids gold does not know (see the module)."""
+
+    def __init__(self, records: Iterable[Mapping[str, Any]], gold: Mapping[str, str]) -> None:
+        # (label, endpoint names, name) of each labelled record, in input order
+        self.records: list[tuple[str, tuple[str, str], str]] = []
+        by_line: dict[str, list[int]] = {}
+        for record in records:
+            label = gold.get(str(record.get("relation_id")))
+            if label is None:
+                continue
+            index = len(self.records)
+            name = normalize_key_text(str(record.get("name") or ""))
+            self.records.append((label, _ends(record), name))
+            for part in str(record.get("description") or "").split("\n"):
+                line = normalize_description(part)
+                if line and index not in by_line.setdefault(line, []):
+                    by_line[line].append(index)
+        self.by_line = by_line
+        self.sorted_lines = sorted(by_line)
+
+    def _matches(self, line: str, prefix: bool) -> list[int]:
+        if not prefix:
+            return list(self.by_line.get(line, ()))
+        found: set[int] = set()
+        at = bisect.bisect_left(self.sorted_lines, line)
+        while at < len(self.sorted_lines) and self.sorted_lines[at].startswith(line):
+            found.update(self.by_line[self.sorted_lines[at]])
+            at += 1
+        return sorted(found)
+
+    def _resolve(self, matched: list[int], shown: Mapping[str, Any]) -> str:
+        """One line's label: where its records carry several, those of the shown endpoint
+        names win, then those of the shown name; then the most common (first on a tie)."""
+        if len({self.records[i][0] for i in matched}) > 1:
+            ends = _ends(shown)
+            same_ends = [i for i in matched if self.records[i][1] == ends]
+            matched = same_ends or matched
+            name = normalize_key_text(str(shown.get("name") or ""))
+            same_name = [i for i in matched if self.records[i][2] == name]
+            matched = same_name or matched
+        return Counter(self.records[i][0] for i in matched).most_common(1)[0][0]
+
+    def label(self, shown: Mapping[str, Any]) -> str | None:
+        """The label most lines of ``shown``'s description vote for (the first line's on a
+        tie), or None when no line is in a labelled record."""
+        lines, cut = _shown_lines(str(shown.get("description") or ""))
+        votes: Counter[str] = Counter()
+        for position, line in enumerate(lines):
+            if not line:
+                continue
+            prefix = cut and position == len(lines) - 1 and len(line) >= PREFIX_CHARS
+            matched = self._matches(line, prefix)
+            if matched:
+                votes[self._resolve(matched, shown)] += 1
+        return votes.most_common(1)[0][0] if votes else None
+
+
 def task_of(body_or_prompt: str) -> str | None:
     match = _TASK_LINE.search(body_or_prompt)
     return match.group(1) if match else None
 
 
 class GoldJudge:
+    """Answers from ``gold`` (relation id -> cluster); with ``records`` (the labelled
+    relations: ``relation_id``, ``description``, ``name``, endpoint names) it also
+    recognises shown records by their text, as a packed request shows them.
+
+        gold = dev / "gold.jsonl"  # eval.gold: labels, and the relations beside them
+        judge = GoldJudge(load_gold(gold), records=labelled_relations(gold))
+    """
+
     available = True
 
     def __init__(
@@ -54,19 +150,30 @@ class GoldJudge:
         error_rate: float = 0.0,
         seed: int = 0,
         name: str = "gold-judge",
+        *,
+        records: Iterable[Mapping[str, Any]] | None = None,
     ) -> None:
         self.gold = dict(gold)
         self.error_rate = error_rate
         self.seed = seed
         self.name = name
         self.calls = 0
+        self.content = None if records is None else ContentIndex(records, self.gold)
 
-    def _cluster(self, record: dict[str, Any]) -> str:
+    def _known(self, record: Mapping[str, Any]) -> str | None:
+        """The most common gold label of the record's ids, or None when gold knows none."""
         ids = [str(record.get("relation_id"))] + [str(i) for i in record.get("merged_from", [])]
         known = [self.gold[i] for i in ids if i in self.gold]
-        if not known:
-            return "unknown:" + ids[0]
-        return Counter(known).most_common(1)[0][0]
+        return Counter(known).most_common(1)[0][0] if known else None
+
+    def _by_content(self, record: Mapping[str, Any]) -> str | None:
+        return None if self.content is None else self.content.label(record)
+
+    def _cluster(self, record: dict[str, Any]) -> str:
+        label = self._known(record)
+        if label is None:
+            label = self._by_content(record)
+        return label if label is not None else "unknown:" + str(record.get("relation_id"))
 
     def _rng(self, task: str, records: list[dict[str, Any]]) -> random.Random:
         key = "|".join([task, str(self.seed), *sorted(str(r.get("relation_id")) for r in records)])
@@ -74,21 +181,37 @@ class GoldJudge:
 
     def _labels(self, records: list[dict[str, Any]]) -> list[str]:
         """Gold clusters of ``records``; a record gold does not know that repeats another
-        record of the request word for word (a canary copy) is of that one's cluster."""
-        labels = [self._cluster(r) for r in records]
+        record of the request word for word (a canary copy) is of that one's cluster. With
+        ``records`` labelled, such a copy of a known record takes its label before its own
+        text is looked up (the same answer however many records share that text)."""
+        known = [self._known(r) for r in records]
         content = [
             orjson.dumps(
                 {k: v for k, v in r.items() if k != "relation_id"}, option=orjson.OPT_SORT_KEYS
             )
             for r in records
         ]
+        alike: dict[bytes, list[int]] = {}
+        for i, data in enumerate(content):
+            alike.setdefault(data, []).append(i)
+        # each record's first word-for-word twin in the request, if any
+        twins = [next((j for j in alike[data] if j != i), None) for i, data in enumerate(content)]
+        if self.content is not None:
+            for i, twin in enumerate(twins):
+                if known[i] is None and twin is not None and known[twin] is not None:
+                    known[i] = known[twin]
+            known = [
+                self._by_content(r) if label is None else label
+                for label, r in zip(known, records, strict=True)
+            ]
+        labels = [
+            label if label is not None else "unknown:" + str(r.get("relation_id"))
+            for label, r in zip(known, records, strict=True)
+        ]
         for i, label in enumerate(labels):
-            if label.startswith("unknown:"):
-                twin = next(
-                    (j for j in range(len(records)) if j != i and content[j] == content[i]), None
-                )
-                if twin is not None:  # known, or as unknown as it: the same fact
-                    labels[i] = labels[twin]
+            twin = twins[i]
+            if label.startswith("unknown:") and twin is not None:
+                labels[i] = labels[twin]  # known, or as unknown as it: the same fact
         return labels
 
     def _groups(self, records: list[dict[str, Any]], rng: random.Random) -> list[list[int]]:

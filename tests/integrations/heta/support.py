@@ -4,7 +4,7 @@ relations, models written in heta-framework's protocols, a build."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +87,16 @@ class HetaProtocolModel:
     relmerge's three tasks are answered from gold clusters (``GoldJudge``); heta-framework's
     own merge prompt by fusing its records into the first one's fields."""
 
-    def __init__(self, gold: Mapping[str, str] | None = None, fuse_all: bool = False) -> None:
-        """``fuse_all``: every merge request fuses its records into the first one's fields,
-        in relmerge's task as in heta-framework's own prompt."""
-        self.judge = GoldJudge(gold or {})
+    def __init__(
+        self,
+        gold: Mapping[str, str] | None = None,
+        records: Iterable[Mapping[str, Any]] | None = None,
+        fuse_all: bool = False,
+    ) -> None:
+        """``records``: the relations ``gold`` labels (``GoldJudge`` recognises records
+        shown under other ids by them). ``fuse_all``: every merge request fuses its records
+        into the first one's fields, in relmerge's task as in heta-framework's own prompt."""
+        self.judge = GoldJudge(gold or {}, records=records)
         self.fuse_all = fuse_all
         self.requests: list[ModelRequest] = []
 

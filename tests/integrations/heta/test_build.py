@@ -90,7 +90,7 @@ async def test_a_recipe_builds_with_hetas_openai_compatible_model(
     keys = await put_relations(store, RECORDS)
     step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=semantic, **LLM_DECIDES))
     assert isinstance(step, KnowledgeStepProtocol)
-    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD))) as server:
+    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD, records=RECORDS))) as server:
         model = LanguageModel(
             model_name="openai/gold-judge", api_base=server.base_url, api_key="sk-test-1234"
         )
@@ -110,7 +110,7 @@ async def test_a_recipe_builds_with_a_model_written_in_hetas_protocol(
 ) -> None:
     store = LocalObjectStore(tmp_path)
     keys = await put_relations(store, RECORDS)
-    model = HetaProtocolModel(GOLD)
+    model = HetaProtocolModel(GOLD, RECORDS)
     step = DeduplicateRelations(
         DeduplicateRelationsConfig(
             semantic_merge=semantic, response_format="json_schema", **LLM_DECIDES
@@ -135,7 +135,7 @@ async def test_the_heta_step_decides_as_relmerges_own_step(tmp_path: Path, seman
     store = LocalObjectStore(tmp_path / "heta")
     keys = await put_relations(store, RECORDS)
     config: dict[str, Any] = {"semantic_merge": semantic, **LLM_DECIDES}
-    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD))) as server:
+    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD, records=RECORDS))) as server:
         model = LanguageModel(
             model_name="openai/gold-judge", api_base=server.base_url, api_key="sk-test"
         )

@@ -95,7 +95,9 @@ async def test_a_self_loop_after_entity_mapping_is_an_issue_not_a_crash(tmp_path
     for name, step in steps:
         store = LocalObjectStore(tmp_path / name)
         keys = await put_relations(store, RECORDS)
-        result = await build(step, store, _artifacts(keys, mapping), HetaProtocolModel(GOLD))
+        result = await build(
+            step, store, _artifacts(keys, mapping), HetaProtocolModel(GOLD, RECORDS)
+        )
         statuses[name] = result
     heta, ours = statuses["heta"], statuses["relmerge"]
     assert heta.record.status == "failed"
@@ -116,7 +118,7 @@ async def test_a_missing_listed_key_becomes_a_rejected_record(tmp_path: Path) ->
     keys = await put_relations(store, RECORDS)
     listed = [*keys[:3], "relations/gone.json", *keys[3:]]
     step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=False))
-    result = await build(step, store, _artifacts(listed), HetaProtocolModel(GOLD))
+    result = await build(step, store, _artifacts(listed), HetaProtocolModel(GOLD, RECORDS))
     assert result.record.status == "succeeded"
     assert set(result.artifacts["relation_id_mapping"]) == set(GOLD)  # the rest is all there
     (issue,) = result.issues
@@ -147,7 +149,7 @@ async def test_the_cleanup_plan_removes_exactly_what_the_step_wrote(
     before = files(root)
     step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=semantic))
     the_recipe = recipe(
-        step, store, HetaProtocolModel(GOLD), HetaProtocolEmbedder() if semantic else None
+        step, store, HetaProtocolModel(GOLD, RECORDS), HetaProtocolEmbedder() if semantic else None
     )
     kb = await KnowledgeBase.create(
         recipe=the_recipe, name="relations kb", initial_artifacts=_artifacts(keys)
@@ -199,7 +201,7 @@ async def test_named_components_are_found_and_validated(tmp_path: Path) -> None:
         "models.language.judge",
     }
     named = KnowledgeRecipe(
-        models=KnowledgeModels(named={"language.judge": HetaProtocolModel(GOLD)}),
+        models=KnowledgeModels(named={"language.judge": HetaProtocolModel(GOLD, RECORDS)}),
         stores=KnowledgeStores(named={"objects.kb": store}),
         steps=(step,),
     )
@@ -241,7 +243,7 @@ async def test_a_component_of_the_wrong_kind_is_named_in_the_error(tmp_path: Pat
     store = LocalObjectStore(tmp_path)
     keys = await put_relations(store, RECORDS)
     step = DeduplicateRelations()
-    result = await build(step, store, _artifacts(keys), HetaProtocolModel(GOLD), object())
+    result = await build(step, store, _artifacts(keys), HetaProtocolModel(GOLD, RECORDS), object())
     assert result.record.status == "failed"
     error = result.record.step_records[0].error or ""
     assert error.startswith("ConfigError: component 'models.embedding' is neither")

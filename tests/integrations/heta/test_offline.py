@@ -52,7 +52,7 @@ from tests.support.llm_server import LLMServer
 async def main():
     store = LocalObjectStore(tempfile.mkdtemp())
     keys = await put_relations(store, RECORDS)
-    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD))) as server:
+    with LLMServer(handler=gold_task_handler(GoldJudge(GOLD, records=RECORDS))) as server:
         model = LanguageModel(model_name="openai/gold", api_base=server.base_url, api_key="k")
         step = DeduplicateRelations(DeduplicateRelationsConfig(semantic_merge=False))
         result = await build(

@@ -29,7 +29,7 @@ async def _build(
     store = LocalObjectStore(root)
     keys = await put_relations(store, records)
     recipe = KnowledgeRecipe(
-        models=KnowledgeModels(language=HetaProtocolModel(GOLD)),
+        models=KnowledgeModels(language=HetaProtocolModel(GOLD, RECORDS)),
         stores=KnowledgeStores(objects=store, named=named),
         steps=(step,),
     )
