@@ -258,3 +258,39 @@ def test_an_aliased_packed_request_groups_the_right_records(
     # By id alone, every alias is a fact of its own: nothing is grouped.
     unaware = GoldJudge(gold).answer("relation_cluster_many", blocks)
     assert all(not part["mapping_table"] for part in unaware["blocks"])
+
+
+def test_a_packed_name_that_is_also_a_labelled_id_is_read_by_its_text() -> None:
+    """Packed requests name records r1, r2, …; a graph whose ids are ``r1``, ``r2`` too
+    must not have a packed record read as the labelled record of that id."""
+    texts = [
+        "Ada founded Norrbeck in 1998.",
+        "Ada left Norrbeck in 2009.",
+        "Norrbeck was founded by Ada.",
+    ]
+    labelled = [
+        {
+            "relation_id": f"r{i + 1}",
+            "source_entity_name": "Ada",
+            "target_entity_name": "Norrbeck",
+            "type": "org",
+            "name": "founded",
+            "description": text,
+            "attributes": {},
+        }
+        for i, text in enumerate(texts)
+    ]
+    gold = {"r1": "founding", "r2": "departure", "r3": "founding"}
+    judge = GoldJudge(gold, records=labelled)
+    # The pack shows r3's text as r1 and r1's text as r2: the two founding records.
+    block = {
+        "block": "b1",
+        "records": [
+            {**labelled[2], "relation_id": "r1"},
+            {**labelled[0], "relation_id": "r2"},
+            {**labelled[1], "relation_id": "r3"},
+        ],
+    }
+    (part,) = judge.answer("relation_cluster_many", [block])["blocks"]
+    assert {frozenset(ids) for ids in part["mapping_table"].values()} == {frozenset({"r1", "r2"})}
+    assert [entry["relation_id"] for entry in part["relation_list"]] == ["r1"]

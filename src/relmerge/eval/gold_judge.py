@@ -12,7 +12,9 @@ recognises a shown record by its text: each line of its description (a merged re
 its members' distinct descriptions joined, one a line, the whole maybe cut) against the
 lines of the labelled descriptions; a cut last line by prefix. Where one text is in
 records of several labels, the endpoint names and then the name shown decide. A record
-whose text is in no labelled record (a made-up canary) stays unknown.
+whose text is in no labelled record (a made-up canary) stays unknown. A packed block's
+records are read by their text alone: its names are the request's own, and ``r1`` may
+also be a labelled id of another record.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from relmerge.providers.parsing import parse_json_answer
 
 _TASK_LINE = re.compile(r"^Task: (\w+)", re.MULTILINE)
 _FIELDS = ("type", "name", "description", "attributes")
+_SHOWN = "\x00shown:"  # marks a packed request's own record names: no labelled id has it
 
 
 def gold_fields(record: Mapping[str, Any], *others: Mapping[str, Any]) -> dict[str, Any]:
@@ -235,14 +238,31 @@ class GoldJudge:
             result = merged
         return result
 
+    def _block(self, block: Mapping[str, Any]) -> dict[str, Any]:
+        """A packed block's part: its records carry the request's own names (``r1``, …),
+        never relation ids, so they are read by their text alone (a name that happens to
+        be a labelled id, as ``r1`` may be, names nothing)."""
+        shown = [{**r, "relation_id": _SHOWN + str(r.get("relation_id"))} for r in block["records"]]
+        part = self.answer("relation_cluster", shown)
+
+        def name(ref: str) -> str:
+            return ref.removeprefix(_SHOWN)
+
+        return {
+            "block": block["block"],
+            "relation_list": [
+                {**entry, "relation_id": name(entry["relation_id"])}
+                for entry in part["relation_list"]
+            ],
+            "mapping_table": {
+                name(key): [name(member) for member in members]
+                for key, members in part["mapping_table"].items()
+            },
+        }
+
     def answer(self, task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
         if task == "relation_cluster_many":  # records: the blocks, each answered alone
-            return {
-                "blocks": [
-                    {"block": block["block"], **self.answer("relation_cluster", block["records"])}
-                    for block in records
-                ]
-            }
+            return {"blocks": [self._block(block) for block in records]}
         rng = self._rng(task, records)
         if task == "relation_judge":
             candidate = next(r for r in records if r.get("role") == "candidate")
