@@ -129,17 +129,22 @@ def cross_block(request: LLMRequest, records: list[dict[str, Any]]) -> dict[str,
     return answer
 
 
-async def test_a_merge_across_blocks_is_refused_and_that_block_asked_alone() -> None:
+async def test_a_merge_across_blocks_is_refused_and_both_blocks_asked_alone() -> None:
     llm = model(cross_block)
     output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **PACKED)
-    assert [r.task for r in llm.requests] == ["relation_cluster_many", "relation_cluster"]
-    alone = {
-        r["relation_id"]
-        for r in orjson.loads(
-            llm.requests[1].messages[1].content.split("```json\n")[1].split("\n```")[0]
-        )
-    }
-    assert alone == {"k1_0", "k1_1", "k1_2"}
+    tasks = [r.task for r in llm.requests]
+    assert tasks[0] == "relation_cluster_many"
+    assert sorted(tasks[1:]) == ["relation_cluster", "relation_judge"]  # blocks 1 and 2
+    alone = [
+        {
+            r["relation_id"]
+            for r in orjson.loads(
+                request.messages[1].content.split("```json\n")[1].split("\n```")[0]
+            )
+        }
+        for request in llm.requests[1:]
+    ]
+    assert sorted(alone, key=min) == [{"k1_0", "k1_1", "k1_2"}, {"k2_0", "k2_1"}]
     assert groups(output.relation_id_mapping) == EACH_BLOCK  # nothing across, nothing lost
 
 
@@ -180,24 +185,62 @@ async def test_packing_is_the_same_run_to_run() -> None:
     assert [r.messages for r in first.requests] == [r.messages for r in second.requests]
 
 
-def parts() -> list[cluster_many.Part]:
+def parts(count: int = 2) -> list[cluster_many.Part]:
+    """``count`` blocks of two records each."""
     entities = (EntityContext("e1", "A"), EntityContext("e2", "B"))
-    one = [record("r1"), record("r2")]
-    two = [record("s1"), record("s2")]
-    return [cluster_many.Part(one, entities, {}), cluster_many.Part(two, entities, {})]
+    return [
+        cluster_many.Part([record(f"{letter}1"), record(f"{letter}2")], entities, {})
+        for letter in "rstuvw"[:count]
+    ]
 
 
 def test_validate_reads_each_block_among_its_own_records() -> None:
-    # The pack names its records r1, r2 (block b1) and r3, r4 (block b2).
+    # The pack names its records r1, r2 (block b1), r3, r4 (b2) and r5, r6 (b3).
     answer = {
         "blocks": [
             {"block": "b1", "mapping_table": {"r1": ["r1", "r2"]}},
             {"block": "b2", "mapping_table": {"r3": ["r4", "r1"]}},  # r1 is block b1's
+            {"block": "b3", "mapping_table": {"r5": ["r6"]}},
         ]
     }
-    first, second = cluster_many.validate_answer(answer, parts())
-    assert not isinstance(first, InvalidAnswerError) and first.groups == [[0, 1]]
+    first, second, third = cluster_many.validate_answer(answer, parts(3))
+    # A group across blocks: neither block's part is read; the third block's is.
+    assert isinstance(first, InvalidAnswerError) and "groups records of b1 and b2" in str(first)
     assert isinstance(second, InvalidAnswerError) and "b2" in str(second)
+    assert not isinstance(third, InvalidAnswerError) and third.groups == [[0, 1]]
+
+
+def test_a_group_listed_under_another_blocks_entry_is_its_own_blocks() -> None:
+    """Record names are unique across the pack: a small model that writes every group
+    under its first entry still answers each block, each among its own records."""
+    answer = {
+        "blocks": [
+            {
+                "block": "b1",
+                "mapping_table": {"r1": ["r2"], "r5": ["r6"]},
+                "unsure": [["r3", "r4"]],
+                "relation_list": [
+                    {
+                        "relation_id": "r5",
+                        "Node1": "Norrbeck Systems",
+                        "Node2": "Ada Lind",
+                        "Relation": "works for",
+                        "Type": "employment",
+                        "Description": "Ada works for Norrbeck.",
+                    }
+                ],
+            }
+        ]
+    }
+    first, second, third, fourth = cluster_many.validate_answer(answer, parts(4))
+    assert not isinstance(first, InvalidAnswerError) and first.groups == [[0, 1]]
+    assert not isinstance(second, InvalidAnswerError)
+    assert second.groups == [] and second.unsure == [[0, 1]]
+    assert not isinstance(third, InvalidAnswerError) and third.groups == [[0, 1]]
+    assert third.fields[0]["description"] == "Ada works for Norrbeck."
+    assert not first.fields  # the entry's fields went with its group
+    # A block that no entry answers and no group names is unanswered, not "nothing merges".
+    assert isinstance(fourth, InvalidAnswerError) and "no entry for block b4" in str(fourth)
 
 
 def sent_blocks(request: LLMRequest) -> list[dict[str, Any]]:

@@ -17,9 +17,11 @@ two savings a pack allows:
   b1)"``: hub entities sit in many blocks of a chunk.
 
 Answer: ``{"blocks": [{"block": "b1", "relation_list": [...], "mapping_table": {...},
-"unsure": [[…]]}, ...]}``, one entry per block, each read exactly as a
-``relation_cluster`` answer about that block's records alone: a name of another block is
-not an input relation of this one, so no group ever spans two blocks.
+"unsure": [[…]]}, ...]}``, one entry per block, each block's part read exactly as a
+``relation_cluster`` answer about that block's records alone. The names being unique
+across the request, a group belongs to the block of its records, under whichever entry
+the answer lists it; a group of two blocks' records makes both parts invalid, so no group
+ever spans two blocks.
 
 A block's part that is invalid (or missing) is that block's alone: the others are kept,
 and it is asked again on its own. An answer with no valid part, or that is not a list of
@@ -185,36 +187,43 @@ def validate_answer(
     parsed: Any, parts: Sequence[Part]
 ) -> list[ClusterOutcome | InvalidAnswerError]:
     """Each block's part read as ``relation_cluster`` reads an answer about that block's
-    records alone, under the names the request gave them (so a group naming another
-    block's record, or a relation id, is invalid), or why it is invalid; raises when the
-    answer is not a list of blocks or no part is valid."""
+    records alone, under the names the request gave them, or why it is invalid; raises
+    when the answer is not a list of blocks or no part is valid.
+
+    The names are unique across the request, so a group belongs to the block of its
+    records wherever the answer lists it (a small model writes several blocks' groups
+    under its first entry); a group whose records lie in two blocks makes both blocks'
+    parts invalid (never merged across); a name the request does not hold (a relation id
+    included) makes the part of the entry that wrote it invalid; a block that no entry
+    answers and no group names is unanswered."""
     if not isinstance(parsed, dict) or not isinstance(parsed.get("blocks"), list):
         raise InvalidAnswerError('the answer needs a "blocks" list, one entry per block')
     names = {block_name(i): i for i in range(len(parts))}
     sent = shown_blocks(parts)
-    found: dict[int, Any] = {}
-    problems: dict[int, InvalidAnswerError] = {}
+    owner = {
+        str(record["relation_id"]): index
+        for index, block in enumerate(sent)
+        for record in block["records"]
+    }
+    routed = _Routed(len(parts), owner)
     for position, entry in enumerate(parsed["blocks"]):
         name = entry.get("block") if isinstance(entry, dict) else None
         if not isinstance(name, str) or name.strip() not in names:
             raise InvalidAnswerError(
                 f"blocks[{position}] names block {shown(name)}, which is not in the request"
             )
-        index = names[name.strip()]
-        if index in found:
-            problems[index] = InvalidAnswerError(f"block {name} is answered twice")
-        found[index] = entry
+        routed.read(names[name.strip()], name.strip(), entry)
     out: list[ClusterOutcome | InvalidAnswerError] = []
     for index, part in enumerate(parts):
-        if index in problems:
-            out.append(problems[index])
-        elif index not in found:
+        if index in routed.problems:
+            out.append(InvalidAnswerError(f"block {block_name(index)}: {routed.problems[index]}"))
+        elif index not in routed.answered:
             out.append(InvalidAnswerError(f"the answer has no entry for block {block_name(index)}"))
         else:
             try:
                 out.append(
                     cluster_relations.validate_answer(
-                        found[index], sent[index]["records"], part.canary
+                        routed.answers[index], sent[index]["records"], part.canary
                     )
                 )
             except InvalidAnswerError as error:
@@ -222,3 +231,73 @@ def validate_answer(
     if all(isinstance(item, InvalidAnswerError) for item in out):
         raise InvalidAnswerError("; ".join(str(item) for item in out)[:2000])
     return out
+
+
+class _Routed:
+    """The answer's groups, unsure groups and relation_list entries, each given to the
+    block whose records it names (see :func:`validate_answer`)."""
+
+    def __init__(self, blocks: int, owner: Mapping[str, int]) -> None:
+        self.owner = owner
+        self.answers: list[dict[str, Any]] = [
+            {"relation_list": [], "mapping_table": {}, "unsure": []} for _ in range(blocks)
+        ]
+        self.answered: set[int] = set()
+        self.entries: set[int] = set()
+        self.problems: dict[int, str] = {}
+
+    def _blocks_of(self, refs: Sequence[Any]) -> set[int]:
+        return {
+            self.owner[r.strip()] for r in refs if isinstance(r, str) and r.strip() in self.owner
+        }
+
+    def _target(self, index: int, refs: Sequence[Any], where: str) -> int | None:
+        """The block a group belongs to (its records' block; the entry's own when it
+        names none), or None when it spans blocks (each of them is then invalid)."""
+        blocks = self._blocks_of(refs)
+        if len(blocks) > 1:
+            spanned = " and ".join(block_name(b) for b in sorted(blocks))
+            for block in blocks:
+                self.problems.setdefault(
+                    block, f"{where} of block {block_name(index)} groups records of {spanned}"
+                )
+            return None
+        target = blocks.pop() if blocks else index
+        self.answered.add(target)
+        return target
+
+    def read(self, index: int, name: str, entry: dict[str, Any]) -> None:
+        if index in self.entries:
+            self.problems.setdefault(index, f"block {name} is answered twice")
+        self.entries.add(index)
+        self.answered.add(index)
+        table, unsure, entries = (
+            entry.get("mapping_table"),
+            entry.get("unsure") or [],
+            entry.get("relation_list") or [],
+        )
+        if not isinstance(table, dict):
+            self.problems.setdefault(index, 'the answer needs a "mapping_table" object')
+            return
+        if not isinstance(unsure, list) or not isinstance(entries, list):
+            self.problems.setdefault(index, '"unsure" and "relation_list" must be lists')
+            return
+        for key, members in table.items():
+            refs = [key, *members] if isinstance(members, list) else [key]
+            target = self._target(index, refs, f"mapping_table[{shown(key)}]")
+            if target is not None:
+                self.answers[target]["mapping_table"].setdefault(key, [])
+                if isinstance(members, list):
+                    self.answers[target]["mapping_table"][key] += members
+                else:
+                    self.answers[target]["mapping_table"][key] = members
+        for position, group in enumerate(unsure):
+            refs = group if isinstance(group, list) else []
+            target = self._target(index, refs, f"unsure[{position}]")
+            if target is not None:
+                self.answers[target]["unsure"].append(group)
+        for item in entries:
+            ref = item.get("relation_id") if isinstance(item, dict) else None
+            target = self._target(index, [ref], "relation_list")
+            if target is not None:
+                self.answers[target]["relation_list"].append(item)
