@@ -214,5 +214,5 @@ def test_the_cli_runs_with_a_third_party_provider(plugin_path: Path, tmp_path: P
     lines = [orjson.loads(line) for line in (out / "decisions.jsonl").read_bytes().splitlines()]
     asked = [line for line in lines if line["tier"] == "llm"]
     assert asked and {line["model"] for line in asked} == {"acme-1"}
-    prompts = {"relation_judge@2", "relation_cluster@2", "relation_cluster_many@1"}
+    prompts = {"relation_judge@2", "relation_cluster@2", "relation_cluster_many@2"}
     assert {line["prompt"] for line in asked} <= prompts
