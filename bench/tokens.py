@@ -3,7 +3,7 @@ tokens per relation, and pair F1, with the gold-answering judge of ``judge_serve
 counting what it receives over real HTTP.
 
     python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
-                           [--pack-tokens 0 8000 ...] [--canaries SHARE]
+                           [--pack-tokens 0 8000 ...] [--canaries SHARE] [--seeds N]
 
 Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
 Each row is one run of the step (a memory store, the default settings, no cache) with
@@ -13,6 +13,9 @@ count from the server's ``usage`` (``cost`` of the result): they must agree. Pri
 row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
 per question; by default 0 and the default, side by side), and one JSON line with every
 figure. ``--canaries 0`` measures packing alone (canary records ride in every request).
+``--seeds N`` runs the judge with seeds 0..N-1 and shows the mean pair F1: with
+``--error-rate`` one seed's noise decides whether a run's canary verdict falls below the
+threshold, so one seed's F1 says little.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ async def run_set(
     pack_tokens: int = 0,
     pack_records: int = 60,
     canaries: float | None = None,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """One run of ``data`` against a fresh gold judge server, and what it cost."""
     store = MemoryStore()
@@ -58,7 +62,7 @@ async def run_set(
         llm_pack_records=pack_records,
         **({} if canaries is None else {"canaries": canaries}),
     )
-    with JudgeServer(GoldJudge(data.gold, error_rate, records=data.records)) as server:
+    with JudgeServer(GoldJudge(data.gold, error_rate, seed, records=data.records)) as server:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
         context = DictContext(
             components={
@@ -119,11 +123,17 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.only and not any(part in data.name for part in args.only):
             continue
         for pack in args.pack_tokens:
-            rows.append(
+            runs = [
                 await run_set(
-                    data, embedder, args.error_rate, pack, args.pack_records, args.canaries
+                    data, embedder, args.error_rate, pack, args.pack_records, args.canaries, seed
                 )
-            )
+                for seed in range(args.seeds)
+            ]
+            row = runs[0]
+            if args.seeds > 1:  # the judge's noise drawn anew per seed: F1 as a mean
+                f1s = [run["pair_f1"] for run in runs]
+                row = {**row, "pair_f1": round(sum(f1s) / len(f1s), 4), "pair_f1_by_seed": f1s}
+            rows.append(row)
     return rows
 
 
@@ -141,6 +151,13 @@ def main() -> None:
         help=f"llm_pack_tokens values to run [0 (one request per question) and {default}]",
     )
     parser.add_argument("--pack-records", type=int, default=60, help="llm_pack_records")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="judge seeds 0..N-1 (its noise with --error-rate); rows show the mean pair F1 "
+        "and the first seed's other figures",
+    )
     parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")
     parser.add_argument(
         "--canaries", type=float, default=None, help="canaries share (unset: the default)"

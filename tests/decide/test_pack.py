@@ -309,7 +309,7 @@ def test_an_entity_is_described_once_per_pack() -> None:
     assert blocks[2]["entities"]["A"]["profile"] == homonym.profile
     assert blocks[2]["entities"]["B"]["profile"] == "(as in block b1)"
     user = cluster_many.build_request(parts_, temperature=0.0).messages[1].content
-    assert user.count(hub.profile) == 1
+    assert hub.profile is not None and user.count(hub.profile) == 1
 
 
 @pytest.mark.parametrize(

@@ -241,21 +241,26 @@ class GoldJudge:
     def _block(self, block: Mapping[str, Any]) -> dict[str, Any]:
         """A packed block's part: its records carry the request's own names (``r1``, …),
         never relation ids, so they are read by their text alone (a name that happens to
-        be a labelled id, as ``r1`` may be, names nothing)."""
-        shown = [{**r, "relation_id": _SHOWN + str(r.get("relation_id"))} for r in block["records"]]
+        be a labelled id, as ``r1`` may be, names nothing). The noise is drawn from the
+        block's text too: every pack names its records from ``r1`` on."""
+        names: dict[str, str] = {}
+        shown = []
+        for record in block["records"]:
+            text = orjson.dumps(
+                {k: v for k, v in record.items() if k != "relation_id"}, option=orjson.OPT_SORT_KEYS
+            )
+            inner = f"{_SHOWN}{hashlib.sha256(text).hexdigest()[:12]}:{record.get('relation_id')}"
+            names[inner] = str(record.get("relation_id"))
+            shown.append({**record, "relation_id": inner})
         part = self.answer("relation_cluster", shown)
-
-        def name(ref: str) -> str:
-            return ref.removeprefix(_SHOWN)
-
         return {
             "block": block["block"],
             "relation_list": [
-                {**entry, "relation_id": name(entry["relation_id"])}
+                {**entry, "relation_id": names[entry["relation_id"]]}
                 for entry in part["relation_list"]
             ],
             "mapping_table": {
-                name(key): [name(member) for member in members]
+                names[key]: [names[member] for member in members]
                 for key, members in part["mapping_table"].items()
             },
         }
