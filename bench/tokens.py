@@ -163,6 +163,8 @@ def main() -> None:
         "--canaries", type=float, default=None, help="canaries share (unset: the default)"
     )
     args = parser.parse_args()
+    if args.seeds < 1:
+        parser.error("--seeds must be 1 or more")
     rows = asyncio.run(main_async(args))
     show(rows)
     print(json.dumps({"embedding": args.embedding, "rows": rows}, ensure_ascii=False))

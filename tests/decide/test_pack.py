@@ -364,3 +364,46 @@ async def test_a_script_of_the_one_question_tasks_answers_a_pack_block_by_block(
     assert [r.task for r in llm.requests] == ["relation_cluster_many"]
     assert asked == [("relation_cluster", 3), ("relation_judge", 2), ("relation_cluster", 3)]
     assert groups(output.relation_id_mapping) == EACH_BLOCK
+
+
+@pytest.mark.parametrize("first", ["r2", None])
+def test_a_mapping_entry_that_is_no_list_is_an_invalid_part_not_a_crash(first: Any) -> None:
+    """The same key under two entries, once not a list: that block's part is invalid (a
+    TypeError would fail every block of the pack)."""
+    answer = {
+        "blocks": [
+            {"block": "b1", "mapping_table": {"r1": first}},
+            {"block": "b2", "mapping_table": {"r1": ["r2"]}},  # b1's records, listed by b2
+            {"block": "b3", "mapping_table": {"r5": ["r6"]}},
+        ]
+    }
+    one, two, three = cluster_many.validate_answer(answer, parts(3))
+    assert isinstance(one, InvalidAnswerError) and "must be a list" in str(one)
+    assert not isinstance(two, InvalidAnswerError) and two.groups == []
+    assert not isinstance(three, InvalidAnswerError) and three.groups == [[0, 1]]
+
+
+def test_one_records_fields_or_a_group_of_one_do_not_answer_a_block() -> None:
+    """Block b2 has no entry; b1's entry names one b2 record alone: b2 is unanswered, not
+    "nothing merges"."""
+    fields = {
+        "relation_id": "r4",
+        "Node1": "Norrbeck Systems",
+        "Node2": "Ada Lind",
+        "Relation": "works for",
+        "Type": "employment",
+        "Description": "Ada works for Norrbeck.",
+    }
+    answer = {
+        "blocks": [
+            {
+                "block": "b1",
+                "mapping_table": {"r1": ["r2"], "r3": ["r3"]},
+                "unsure": [["r4"]],
+                "relation_list": [fields],
+            }
+        ]
+    }
+    one, two = cluster_many.validate_answer(answer, parts(2))
+    assert not isinstance(one, InvalidAnswerError) and one.groups == [[0, 1]]
+    assert isinstance(two, InvalidAnswerError) and "no entry for block b2" in str(two)

@@ -9,7 +9,7 @@ two savings a pack allows:
 * **Short record names.** Each record is named ``r1``, ``r2``, … (numbered across the
   request, in block order) instead of its relation id, and shows no ``merged_from``
   list. A model copies ``r7`` where it mistypes ``rel_3b1e81deb7e6`` (a small local model
-  wrote ``rel-`` for ``rel_`` in a third of its packed parts), and the short names cost
+  wrote ``rel_`` for ``rel-`` in a third of its packed parts), and the short names cost
   fewer tokens to read and to write. The names are the request's own: the answer is read
   back by position (:func:`shown_blocks`), never by a relation id.
 * **Profiles once.** An entity that an earlier block of the request already shows (the
@@ -194,8 +194,9 @@ def validate_answer(
     records wherever the answer lists it (a small model writes several blocks' groups
     under its first entry); a group whose records lie in two blocks makes both blocks'
     parts invalid (never merged across); a name the request does not hold (a relation id
-    included) makes the part of the entry that wrote it invalid; a block that no entry
-    answers and no group names is unanswered."""
+    included) makes invalid the part of the block its group belongs to (the entry's own
+    when the group names no record of the request); a block that no entry answers and no
+    group of two or more of its records names is unanswered."""
     if not isinstance(parsed, dict) or not isinstance(parsed.get("blocks"), list):
         raise InvalidAnswerError('the answer needs a "blocks" list, one entry per block')
     names = {block_name(i): i for i in range(len(parts))}
@@ -253,7 +254,9 @@ class _Routed:
 
     def _target(self, index: int, refs: Sequence[Any], where: str) -> int | None:
         """The block a group belongs to (its records' block; the entry's own when it
-        names none), or None when it spans blocks (each of them is then invalid)."""
+        names none), or None when it spans blocks (each of them is then invalid). A group
+        naming two or more records of a block answers that block; one record's fields, or
+        a group of one, do not."""
         blocks = self._blocks_of(refs)
         if len(blocks) > 1:
             spanned = " and ".join(block_name(b) for b in sorted(blocks))
@@ -263,7 +266,8 @@ class _Routed:
                 )
             return None
         target = blocks.pop() if blocks else index
-        self.answered.add(target)
+        if len({ref.strip() for ref in refs if isinstance(ref, str)} & self.owner.keys()) > 1:
+            self.answered.add(target)  # a group of two or more of its records answers it
         return target
 
     def read(self, index: int, name: str, entry: dict[str, Any]) -> None:
@@ -283,14 +287,12 @@ class _Routed:
             self.problems.setdefault(index, '"unsure" and "relation_list" must be lists')
             return
         for key, members in table.items():
-            refs = [key, *members] if isinstance(members, list) else [key]
-            target = self._target(index, refs, f"mapping_table[{shown(key)}]")
+            if not isinstance(members, list):
+                self.problems.setdefault(index, f"mapping_table[{shown(key)}] must be a list")
+                continue
+            target = self._target(index, [key, *members], f"mapping_table[{shown(key)}]")
             if target is not None:
-                self.answers[target]["mapping_table"].setdefault(key, [])
-                if isinstance(members, list):
-                    self.answers[target]["mapping_table"][key] += members
-                else:
-                    self.answers[target]["mapping_table"][key] = members
+                self.answers[target]["mapping_table"].setdefault(key, []).extend(members)
         for position, group in enumerate(unsure):
             refs = group if isinstance(group, list) else []
             target = self._target(index, refs, f"unsure[{position}]")
