@@ -176,21 +176,21 @@ def packed_parts(request: LLMRequest) -> list[cluster_many.Part]:
     return [cluster_many.Part(block["records"], (nobody, nobody), {}) for block in blocks]
 
 
-def valid(request: LLMRequest, result: LLMResult) -> tuple[bool, int, int]:
+def valid(request: LLMRequest, result: LLMResult) -> tuple[bool, int, list[str]]:
     """Whether the answer passes relmerge's validation of this request, with (for packed
-    requests) its blocks' parts: how many, how many invalid."""
+    requests) its blocks' parts: how many, and why each invalid one is."""
     if result.parsed is None or getattr(result, "truncated", False):
         parts = len(request_records(request)) if request.task == cluster_many.TASK else 0
-        return False, parts, parts
+        return False, parts, ["no JSON answer"] * parts
     if request.task == cluster_many.TASK:
         parts_ = packed_parts(request)
         try:
             read = cluster_many.validate_answer(result.parsed, parts_)
-        except (InvalidAnswerError, KeyError, TypeError, ValueError, AttributeError):
-            return False, len(parts_), len(parts_)
-        bad = sum(isinstance(item, InvalidAnswerError) for item in read)
+        except (InvalidAnswerError, KeyError, TypeError, ValueError, AttributeError) as error:
+            return False, len(parts_), [str(error)[:200]] * len(parts_)
+        bad = [str(item)[:200] for item in read if isinstance(item, InvalidAnswerError)]
         return True, len(parts_), bad
-    return valid_single(request, result), 0, 0
+    return valid_single(request, result), 0, []
 
 
 def valid_single(request: LLMRequest, result: LLMResult) -> bool:
@@ -242,14 +242,15 @@ class Recorder:
                 }
             )
             raise
-        ok, parts, bad_parts = valid(request, result)
+        ok, parts, why = valid(request, result)
         row = {
             "task": request.task,
             "records": len(request_records(request)),
             "seconds": round(time.perf_counter() - start, 2),
             "valid": ok,
             "parts": parts,
-            "invalid_parts": bad_parts,
+            "invalid_parts": len(why),
+            "invalid_part_reasons": why,
             "prompt_tokens": result.usage.prompt_tokens,
             "completion_tokens": result.usage.completion_tokens,
             "text": result.text[:2000],

@@ -258,8 +258,19 @@ class DeduplicateRelationsConfig(Settings):
         0.8,
         ge=0.0,
         le=1.0,
-        description="Below this agreement on canary_min or more canaries, the model's "
-        "merges stop being applied: its pairs go to clarifications.jsonl (exit 3).",
+        description="When the agreement on canary_min or more canaries is surely below this "
+        "(at canary_confidence), the model's merges stop being applied: its pairs go to "
+        "clarifications.jsonl (exit 3).",
+    )
+    canary_confidence: float = Field(
+        0.5,
+        ge=0.5,
+        lt=1.0,
+        description="How sure the canaries must be that the model agrees less often than "
+        "canary_agreement before it is distrusted: the one-sided Wilson upper bound at this "
+        "confidence must fall below it. 0.5 (the default, chosen on held-out domains) judges "
+        "on the agreement itself; higher stops fewer good models on an unlucky run of slips "
+        "but lets more weak ones through (docs: quality, canary verdict).",
     )
 
     def __init__(self, **data: Any) -> None:

@@ -360,5 +360,18 @@ def test_a_distrusted_model_is_named_so_with_the_reason(llm_out: Path, tmp_path:
 
 
 @needs_dev
+def test_a_surer_verdict_is_named_with_its_confidence(llm_out: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(llm_out, out)
+    path = out / "deduplicate_relations_result.json"
+    result = orjson.loads(path.read_bytes())
+    assert result["canaries"]["confidence"] == 0.5  # the default: the agreement itself
+    result["canaries"]["confidence"] = 0.9
+    path.write_bytes(orjson.dumps(result))
+    line = _report(out).split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+    assert "surely below 0.8 at 0.9 confidence on at least 10 answers" in line
+
+
+@needs_dev
 def test_a_run_without_canaries_shows_none(rules_out: Path) -> None:
     assert "canary-agreement" not in _report(rules_out)

@@ -92,6 +92,16 @@ async def test_a_model_at_chance_stops_merging(records_per_chunk: int, share: fl
 
 
 @needs_dev
+async def test_a_surer_verdict_still_stops_a_model_at_chance() -> None:
+    config = DeduplicateRelationsConfig(canary_confidence=0.95)
+    output, store = await dev_engine_run(_judge(0.5), LocalEngine(), config)
+    canaries = output.result["canaries"]
+    assert canaries["distrusted"] and canaries["confidence"] == 0.95
+    assert "surely below 0.8 at 0.95 confidence" in canaries["reason"]
+    assert not [d for d in _decisions(store) if d["tier"] == "llm"]
+
+
+@needs_dev
 def test_cli_at_chance_over_http_exits_3_with_the_reason(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with LLMServer(handler=gold_task_handler(_judge(0.5))) as server:

@@ -136,6 +136,6 @@ def test_a_model_that_answers_right_is_never_distrusted(tmp_path: Path) -> None:
     assert all(code == 0 and not result["canaries"]["reworked"] for code, result, _ in on)
     last = on[-1][1]["canaries"]
     assert last["window_answered"] >= 10 and last["agreement"] >= 0.8
-    assert not last["distrusted"]
+    assert not last["distrusted"] and last["confidence"] == 0.5  # the verdict's default
     assert all(result["canaries"]["asked"] == 0 for _, result, _ in off)
     assert asyncio.run(_dump(on_url)) == asyncio.run(_dump(off_url))

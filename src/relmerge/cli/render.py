@@ -87,7 +87,8 @@ def canary_rows(result: RunResult) -> list[tuple[str, object]]:
     if canaries.asked > canaries.answered:
         shown += f" ({canaries.asked - canaries.answered} unanswered)"
     if canaries.distrusted:
-        shown += ": below the threshold, the model's merges were not applied"
+        below = "surely below" if canaries.confidence > 0.5 else "below"
+        shown += f": {below} the threshold, the model's merges were not applied"
     elif canaries.answered < canaries.minimum:
         shown += f": too few to judge the model (fewer than {canaries.minimum})"
     return [("canary questions (certain answers)", shown)]

@@ -6,8 +6,12 @@ pairs the rules decided on hard evidence — a known-directed relation against i
 twin (different), two relations of one direction with the same description (same) —
 drawn from the batch itself and asked as a ``relation_judge`` question of their block,
 in a seeded order, with nothing that marks them. Their answers never change the output;
-they are tallied (:class:`CanaryTally`), and a model that answers fewer than
-``canary_agreement`` of ``canary_min`` or more right is no longer trusted.
+they are tallied (:class:`CanaryTally`), and a model whose agreement on ``canary_min``
+or more answers is surely below ``canary_agreement`` is no longer trusted: "surely" is the
+upper end of a one-sided Wilson interval at ``canary_confidence`` (:func:`surely_below`).
+The verdict is checked after every answer, so a point estimate (confidence 0.5) stops a
+good model on an unlucky run of slips; the bound asks for evidence in proportion to the
+answers it has.
 
 This module is pure (no I/O but the one ask): which pairs are canaries, their seeded
 order, the tally and its verdict. Where they are asked and what distrust undoes is the
@@ -17,9 +21,11 @@ run's (``relmerge.run.canaries``) and the judge's (``relmerge.judge``).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any, Literal
 
 import orjson
@@ -121,6 +127,31 @@ async def ask_canary(
     return outcome.verdict == canary.expected
 
 
+def upper_bound(right: int, answered: int, confidence: float) -> float:
+    """The upper end of the one-sided Wilson score interval of ``right`` of ``answered``
+    at ``confidence`` (0.5: the agreement itself). Wilson rather than the normal
+    approximation: it stays inside [0, 1] and is sound for the few answers a run has."""
+    if answered <= 0:
+        return 1.0
+    z = NormalDist().inv_cdf(confidence) if confidence > 0.5 else 0.0
+    share = right / answered
+    spread = z * math.sqrt(share * (1 - share) / answered + z * z / (4 * answered * answered))
+    return (share + z * z / (2 * answered) + spread) / (1 + z * z / answered)
+
+
+def surely_below(right: int, answered: int, threshold: float, confidence: float) -> bool:
+    """Whether ``right`` of ``answered`` says, at ``confidence``, that the model agrees
+    less often than ``threshold``."""
+    return upper_bound(right, answered, confidence) < threshold
+
+
+def rule_text(threshold: float, confidence: float) -> str:
+    """The verdict's rule in words: the point estimate's, or the bound's."""
+    if confidence <= 0.5:
+        return f"below {threshold:g}"
+    return f"surely below {threshold:g} at {confidence:g} confidence"
+
+
 @dataclass
 class CanaryTally:
     """Canary answers counted in the order they are taken; ``window`` keeps only the
@@ -129,6 +160,7 @@ class CanaryTally:
     minimum: int
     threshold: float
     window: int | None = None
+    confidence: float = 0.5
     asked: int = 0
     right: int = 0
     answered: int = 0
@@ -139,7 +171,7 @@ class CanaryTally:
 
     @classmethod
     def of(cls, config: DeduplicateRelationsConfig, window: int | None = None) -> CanaryTally:
-        return cls(config.canary_min, config.canary_agreement, window)
+        return cls(config.canary_min, config.canary_agreement, window, config.canary_confidence)
 
     @property
     def recent(self) -> list[bool]:
@@ -153,9 +185,14 @@ class CanaryTally:
         self.answered += 1
         self.right += right
         self._recent.append(right)
-        recent = len(self._recent)
-        if recent >= self.minimum and sum(self._recent) / recent < self.threshold:
+        if self.judges(sum(self._recent), len(self._recent)):
             self.distrusted = True
+
+    def judges(self, right: int, answered: int) -> bool:
+        """The verdict on ``right`` of ``answered``: enough answers, surely below."""
+        return answered >= self.minimum and surely_below(
+            right, answered, self.threshold, self.confidence
+        )
 
     @property
     def agreement(self) -> float | None:
@@ -166,5 +203,5 @@ class CanaryTally:
         recent = len(self._recent)
         return (
             f"the model answered {sum(self._recent)} of {recent} certain questions right "
-            f"(canaries; below {self.threshold:g}): its merges are not applied"
+            f"(canaries; {rule_text(self.threshold, self.confidence)}): its merges are not applied"
         )

@@ -11,10 +11,11 @@ hard keeps, a known-directed relation against its reversed twin (must stay apart
 - A pairwise question (``check``) earns ``canaries`` of credit; a whole one is spent on
   one canary asked as a ``relation_judge`` question of its own, after the check's.
 
-Below ``canary_agreement`` on ``canary_min`` or more of the window's answers the model is
-distrusted, for as long as the judge lives: the check that tipped it and every later one
-go to the clarifier (or the policy) with the reason "the model answered k of n certain
-questions right" — ``llm_outcome`` ``distrusted`` — and the model is asked nothing more.
+Below ``canary_agreement`` on ``canary_min`` or more of the window's answers (surely
+below, at ``canary_confidence``) the model is distrusted, for as long as the judge
+lives: the check that tipped it and every later one go to the clarifier (or the policy)
+with the reason "the model answered k of n certain questions right" — ``llm_outcome``
+``distrusted`` — and the model is asked nothing more.
 """
 
 from __future__ import annotations

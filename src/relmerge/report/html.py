@@ -215,12 +215,13 @@ def _canary_text(canaries: dict[str, Any]) -> str:
         return ""
     answered, right = as_int(canaries.get("answered")), as_int(canaries.get("right"))
     minimum = as_int(canaries.get("minimum"))
-    threshold = canaries.get("threshold")
-    rule = (
-        f"below {threshold:g} on at least {minimum} answers, its merges are not applied"
-        if isinstance(threshold, int | float)
-        else ""
-    )
+    threshold, confidence = canaries.get("threshold"), canaries.get("confidence")
+    rule = ""
+    if isinstance(threshold, int | float):
+        below = f"below {threshold:g}"
+        if isinstance(confidence, int | float) and confidence > 0.5:
+            below = f"surely {below} at {confidence:g} confidence"
+        rule = f"{below} on at least {minimum} answers, its merges are not applied"
     if canaries.get("distrusted"):
         verdict = (
             f"<strong>distrusted</strong>: {e(canaries.get('reason'))}; its pairs are in "

@@ -14,7 +14,8 @@ same on every engine. Answers are cached like any other.
 When: the verdict is rolling, in plan order. While fewer than ``canary_min`` canaries
 were answered the model is not judged yet, and chunks whose blocks asked it anything are
 held (not written); once it is judged trusted they are written as they are. Once the
-agreement falls below ``canary_agreement`` (never before ``canary_min`` answers) the
+agreement falls below ``canary_agreement`` (never before ``canary_min`` answers; surely
+below, at ``canary_confidence``: ``CanaryTally.judges``) the
 model is distrusted for the rest of the run: the gate of the stack closes (no more
 requests), and every held or later chunk whose blocks asked it anything is worked again
 with the gate closed — its merges undone, its undecided pairs written to

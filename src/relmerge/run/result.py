@@ -52,8 +52,8 @@ class Breaker:
 class Canaries:
     """The canary questions (``relmerge.run.canaries``): the share of requests they may
     cost, how many were asked, answered (validly) and answered right, the agreement, the
-    rule (``minimum`` answers, ``threshold``), whether the model was distrusted (its
-    merges not applied), why, and the chunks worked again without it."""
+    rule (``minimum`` answers, ``threshold``, ``confidence``), whether the model was
+    distrusted (its merges not applied), why, and the chunks worked again without it."""
 
     rate: float = 0.0
     asked: int = 0
@@ -67,13 +67,17 @@ class Canaries:
     reworked_chunks: int = 0
     in_requests: int = 0  # of ``asked``: mixed into the blocks' own requests
     extra_requests: int = 0  # of ``asked``: asked as requests of their own
+    confidence: float = 0.5  # how sure "below threshold" must be (a Wilson upper bound)
 
 
 def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
     """The result's ``canaries`` from the run's desk (None: no chunk was worked)."""
     if desk is None:
         return Canaries(
-            config.canaries, minimum=config.canary_min, threshold=config.canary_agreement
+            config.canaries,
+            minimum=config.canary_min,
+            threshold=config.canary_agreement,
+            confidence=config.canary_confidence,
         )
     tally = desk.tally
     return Canaries(
@@ -89,6 +93,7 @@ def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
         desk.reworked,
         desk.mixed,
         desk.extra,
+        config.canary_confidence,
     )
 
 

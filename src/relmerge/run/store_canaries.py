@@ -17,11 +17,12 @@ what it has: below ``canary_agreement`` there and the batch is decided without i
 pairs in clarifications.jsonl, "too few to judge it"), while later batches go on asking
 it until the window can judge — a store's first batches are not merged by a model at
 chance before it is measured.
-Below ``canary_agreement`` on ``canary_min`` or more of the window's answers the model is
-distrusted: the batch that tipped it is decided again without it (its undecided pairs in
-clarifications.jsonl with the reason, as a run's), and so is every later batch, which asks
-it nothing — a distrusted model gets no more canaries, so it stays distrusted until its
-identity changes or canaries are turned off (``canaries = 0``).
+Below ``canary_agreement`` on ``canary_min`` or more of the window's answers (surely
+below, at ``canary_confidence``: ``CanaryTally.judges``) the model is distrusted: the
+batch that tipped it is decided again without it (its undecided pairs in
+clarifications.jsonl with the reason, as a run's), and so is every later batch, which
+asks it nothing — a distrusted model gets no more canaries, so it stays distrusted until
+its identity changes or canaries are turned off (``canaries = 0``).
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class StoreCanaries:
     def doubted(self) -> bool:
         """Not judged yet (a short window), and already below the agreement threshold on
         it: one miss in nine passes at 0.8, so a good model's first slip withholds
-        nothing, while a model at chance rarely gets that far."""
+        nothing, while a model at chance rarely gets that far. On the agreement itself
+        whatever ``canary_confidence`` says: it only withholds, for one batch."""
         recent = self.tally.recent
         if not self.on or not recent or len(recent) >= self.tally.minimum:
             return False
@@ -196,6 +198,7 @@ class StoreCanaries:
             "agreement": tally.agreement,
             "minimum": self.config.canary_min,
             "threshold": self.config.canary_agreement,
+            "confidence": self.config.canary_confidence,
             "distrusted": self.distrusted,
             "doubted": self.doubted,
             "reason": self.reason,
@@ -208,6 +211,4 @@ class StoreCanaries:
         for answer in kept.recent:
             self.tally.add(answer == "1")
         # The verdict of the whole window as it is now (not of a prefix of it).
-        recent, right = len(kept.recent), kept.recent.count("1")
-        judged = recent >= self.tally.minimum
-        self.tally.distrusted = judged and right / recent < self.tally.threshold
+        self.tally.distrusted = self.tally.judges(kept.recent.count("1"), len(kept.recent))
