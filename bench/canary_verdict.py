@@ -17,8 +17,7 @@ The choice, per held-out domain: on the other two domains, the highest confidenc
 which every at-chance run (0.5) and at least 90% of the 0.3 runs are distrusted; among
 those, the one with the fewest distrusted 0.1 runs (a good-but-imperfect judge that
 should keep its merges). Then its figures on the held-out domain. ``--pack-tokens 0``
-asks one question per request (fewer canary answers: the verdict looks fewer times). The
-last line is one JSON object with every figure.
+asks one question per request. The last line is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -34,14 +33,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from calibrate import run_step
 from judge_server import JudgeServer
 from labelled import DEV, DOMAINS, Labelled, load_dev, pair_counts
-from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+from relmerge import DeduplicateRelationsConfig
 from relmerge.decide.canary import CanaryTally
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
 from relmerge.providers.openai_compat import OpenAICompatibleModel
-from relmerge.stores.memory import MemoryStore
 
 CONFIDENCES = (0.5, 0.75, 0.9, 0.95, 0.99)
 CHANCE, WEAK, GOOD = 0.5, 0.3, 0.1
@@ -74,37 +73,15 @@ async def run_once(
     pack_tokens: int | None = None,
 ) -> dict[str, Any]:
     """One never-distrusting run: its canary answers in order and its pair F1."""
-    store = MemoryStore()
-    keys = []
-    for record in data.records:
-        key = f"relations/{record['relation_id']}.json"
-        store.objects[key] = json.dumps(record).encode()
-        keys.append(key)
-    config = DeduplicateRelationsConfig(
-        decisions_key=None,
-        clarifications_key=None,
-        rejected_key=None,
-        canary_agreement=0.0,
-        **({} if pack_tokens is None else {"llm_pack_tokens": pack_tokens}),
-    )
+    settings: dict[str, Any] = {"canary_agreement": 0.0}
+    if pack_tokens is not None:
+        settings["llm_pack_tokens"] = pack_tokens
     judge = GoldJudge(data.gold, error_rate, seed, records=data.records)
     with JudgeServer(judge) as server, recorded_answers() as answers:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
-        context = DictContext(
-            components={
-                "stores.objects": store,
-                "models.language": llm,
-                "models.embedding": embedder,
-            },
-            artifacts={
-                "relation_keys": keys,
-                "entity_id_mapping": data.mapping,
-                "entities": data.entities,
-            },
-        )
-        output = await DeduplicateRelations(config).run(context)
+        mapping, _ = await run_step(data, settings, llm, embedder)
         await llm.aclose()
-    f1 = pair_counts(data, output.relation_id_mapping).f1
+    f1 = pair_counts(data, mapping).f1
     return {"answers": list(answers), "pair_f1_trusted": round(f1, 4)}
 
 
