@@ -345,30 +345,32 @@ def test_the_llm_section_says_how_the_model_answered_its_canaries(
     assert "trusted: its merges are applied" in line and "distrusted" not in line
 
 
-@needs_dev
-def test_a_distrusted_model_is_named_so_with_the_reason(llm_out: Path, tmp_path: Path) -> None:
+def _canary_line(llm_out: Path, tmp_path: Path, **canaries: object) -> str:
+    """The report's canary line for a copy of ``llm_out`` whose result's canaries were
+    changed by ``canaries``."""
     out = tmp_path / "out"
     shutil.copytree(llm_out, out)
     path = out / "deduplicate_relations_result.json"
     result = orjson.loads(path.read_bytes())
-    reason = "the model answered 6 of 12 certain questions right <b>"
-    result["canaries"].update(answered=12, right=6, distrusted=True, reason=reason)
+    result["canaries"].update(canaries)
     path.write_bytes(orjson.dumps(result))
-    line = _report(out).split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+    return _report(out).split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+
+
+@needs_dev
+def test_a_distrusted_model_is_named_so_with_the_reason(llm_out: Path, tmp_path: Path) -> None:
+    reason = "the model answered 6 of 12 certain questions right <b>"
+    line = _canary_line(llm_out, tmp_path, answered=12, right=6, distrusted=True, reason=reason)
     assert "<strong>6 of 12</strong>" in line and "<strong>distrusted</strong>" in line
     assert html.escape(reason) in line and "<b>" not in line
 
 
 @needs_dev
 def test_a_surer_verdict_is_named_with_its_confidence(llm_out: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(llm_out, out)
-    path = out / "deduplicate_relations_result.json"
-    result = orjson.loads(path.read_bytes())
-    assert result["canaries"]["confidence"] == 0.5  # the default: the agreement itself
-    result["canaries"]["confidence"] = 0.9
-    path.write_bytes(orjson.dumps(result))
-    line = _report(out).split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
+    canaries = _result(llm_out)["canaries"]
+    assert isinstance(canaries, dict)
+    assert canaries["confidence"] == 0.5  # the default: the agreement itself
+    line = _canary_line(llm_out, tmp_path, confidence=0.9)
     assert "surely below 0.8 at 0.9 confidence on at least 10 answers" in line
 
 
