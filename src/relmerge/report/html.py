@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
+from relmerge.decide.canary import rule_text
 from relmerge.report.model import (
     Clarification,
     MergedGroup,
@@ -218,10 +219,9 @@ def _canary_text(canaries: dict[str, Any]) -> str:
     threshold, confidence = canaries.get("threshold"), canaries.get("confidence")
     rule = ""
     if isinstance(threshold, int | float):
-        below = f"below {threshold:g}"
-        if isinstance(confidence, int | float) and confidence > 0.5:
-            below = f"surely {below} at {confidence:g} confidence"
-        rule = f"{below} on at least {minimum} answers, its merges are not applied"
+        sure = confidence if isinstance(confidence, int | float) else 0.5  # older results
+        rule = f"{rule_text(threshold, sure)} on at least {minimum} answers, its merges are "
+        rule += "not applied"
     if canaries.get("distrusted"):
         verdict = (
             f"<strong>distrusted</strong>: {e(canaries.get('reason'))}; its pairs are in "
