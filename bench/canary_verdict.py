@@ -16,7 +16,9 @@ a run is distrusted at the first answer where the verdict holds.
 The choice, per held-out domain: on the other two domains, the highest confidence at
 which every at-chance run (0.5) and at least 90% of the 0.3 runs are distrusted; among
 those, the one with the fewest distrusted 0.1 runs (a good-but-imperfect judge that
-should keep its merges). Then its figures on the held-out domain. ``--pack-tokens 0``
+should keep its merges). Then its figures on the held-out domain, and what trusting each
+judge costs: the trusted runs' mean pair precision and hard negatives merged (a
+distrusted run keeps the rules' output, precision 1.000 on the dev set). ``--pack-tokens 0``
 asks one question per request. The last line is one JSON object with every figure.
 """
 
@@ -81,8 +83,13 @@ async def run_once(
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
         mapping, _ = await run_step(data, settings, llm, embedder)
         await llm.aclose()
-    f1 = pair_counts(data, mapping).f1
-    return {"answers": list(answers), "pair_f1_trusted": round(f1, 4)}
+    counts = pair_counts(data, mapping)
+    return {
+        "answers": list(answers),
+        "pair_f1_trusted": round(counts.f1, 4),
+        "pair_precision_trusted": round(counts.precision, 4),
+        "hard_negative_merges_trusted": len(counts.hard_negative_merges),
+    }
 
 
 def distrusted_at(answers: list[bool], confidence: float, config: Any) -> int | None:
@@ -174,6 +181,13 @@ def main() -> None:
             row = "".join(f"{report[confidence][r]:>12.2f}" for r in rates)
             print(f"{confidence:>12g}{row}{mark}")
     print("\n(cells: the share of the held-out domain's runs distrusted)")
+    print("\nwhat trusting the judge costs (mean over seeds): pair P, hard negatives merged")
+    for domain in DOMAINS:
+        for rate in args.error_rates:
+            those = [r for r in runs if r["domain"] == domain and r["error_rate"] == rate]
+            precision = sum(r["pair_precision_trusted"] for r in those) / len(those)
+            merged = sum(r["hard_negative_merges_trusted"] for r in those) / len(those)
+            print(f"  dev:{domain} error {rate:g}: P {precision:.3f}, {merged:.1f} hard negatives")
     answered = {
         f"{r['domain']}:{r['error_rate']:g}:{r['seed']}": [sum(r["answers"]), len(r["answers"])]
         for r in runs
