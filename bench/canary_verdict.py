@@ -181,6 +181,11 @@ def main() -> None:
             row = "".join(f"{report[confidence][r]:>12.2f}" for r in rates)
             print(f"{confidence:>12g}{row}{mark}")
     print("\n(cells: the share of the held-out domain's runs distrusted)")
+    print("\ncanary agreement over all runs (right / answered), per error rate")
+    for rate in args.error_rates:
+        at = [r["answers"] for r in runs if r["error_rate"] == rate]
+        hits, total = sum(sum(a) for a in at), sum(len(a) for a in at)
+        print(f"  error {rate:g}: {hits / total:.3f} of {total}")
     print("\nwhat trusting the judge costs (mean over seeds): pair P, hard negatives merged")
     for domain in DOMAINS:
         for rate in args.error_rates:

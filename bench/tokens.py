@@ -13,7 +13,8 @@ count from the server's ``usage`` (``cost`` of the result): they must agree. Pri
 row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
 per question; by default 0 and the default, side by side), and one JSON line with every
 figure. ``--canaries 0`` measures packing alone (canary records ride in every request).
-``--seeds N`` runs the judge with seeds 0..N-1 and shows the mean pair F1: with
+``--seeds N`` runs the judge with seeds 0..N-1 and shows the mean pair F1 (with its
+standard error in the JSON line): with
 ``--error-rate`` one seed's noise decides whether a run's canary verdict falls below the
 threshold, so one seed's F1 says little.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -132,7 +134,12 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             row = runs[0]
             if args.seeds > 1:  # the judge's noise drawn anew per seed: F1 as a mean
                 f1s = [run["pair_f1"] for run in runs]
-                row = {**row, "pair_f1": round(sum(f1s) / len(f1s), 4), "pair_f1_by_seed": f1s}
+                row = {
+                    **row,
+                    "pair_f1": round(statistics.mean(f1s), 4),
+                    "pair_f1_standard_error": round(statistics.stdev(f1s) / len(f1s) ** 0.5, 4),
+                    "pair_f1_by_seed": f1s,
+                }
             rows.append(row)
     return rows
 
