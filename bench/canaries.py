@@ -99,15 +99,16 @@ def main() -> None:
                 rows[label] = run(args.dev, out, [*llm, "--canaries", str(rate)])
     print(
         f"{'run':<28}{'pair P':>8}{'pair R':>8}{'pair F1':>8}{'hard-neg':>9}{'requests':>9}"
-        f"{'canaries right/answered':>25}{'exit':>6}"
+        f"{'canaries right/answered':>30}{'exit':>6}"
     )
     for label, row in rows.items():
         c = row["canaries"]
-        tally = f"{c['right']}/{c['answered']}" + (" distrusted" if c["distrusted"] else "")
+        verdict = str(c.get("verdict", "")).replace("_", " ")
+        tally = f"{c['right']}/{c['answered']}" + (f" {verdict}" if c["answered"] else "")
         print(
             f"{label:<28}{row['pair_precision']:>8.3f}{row['pair_recall']:>8.3f}"
             f"{row['pair_f1']:>8.3f}{len(row['hard_negative_merges']):>9}"
-            f"{row['llm_requests']:>9}{tally:>25}{row['exit']:>6}"
+            f"{row['llm_requests']:>9}{tally:>30}{row['exit']:>6}"
         )
     rules, off, on = rows["rules only"], rows["gold, canaries off"], rows["gold, canaries 0.05"]
     targets = {

@@ -4,6 +4,7 @@ counting what it receives over real HTTP.
 
     python bench/tokens.py [--dev ../shared/data/dev] [--embedding use|hash] [--error-rate 0.0]
                            [--pack-tokens 0 8000 ...] [--canaries SHARE] [--seeds N]
+                           [--canary-tokens SHARE]
 
 Sets: the three dev domains and the five labelled real graphs (``labelled.all_sets``).
 Each row is one run of the step (a memory store, the default settings, no cache) with
@@ -13,10 +14,13 @@ count from the server's ``usage`` (``cost`` of the result): they must agree. Pri
 row per set and packing (``--pack-tokens``: ``llm_pack_tokens`` values, 0 = one request
 per question; by default 0 and the default, side by side), and one JSON line with every
 figure. ``--canaries 0`` measures packing alone (canary records ride in every request).
+Each packed request's canary share is measured as it is made: the prompt characters its
+canary records add over the same request without them (``canary share`` columns: the
+largest over the run's packed requests, and all packed requests together).
 ``--seeds N`` runs the judge with seeds 0..N-1 and shows the mean pair F1 (with its
 standard error in the JSON line): with
-``--error-rate`` one seed's noise decides whether a run's canary verdict falls below the
-threshold, so one seed's F1 says little.
+``--error-rate`` one seed's noise decides whether a run's canary verdict stops the
+model, so one seed's F1 says little.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import asyncio
 import json
 import statistics
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +40,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from judge_server import JudgeServer, estimated_tokens
 from labelled import DEV, Labelled, all_sets, pair_counts
 from relmerge import DeduplicateRelations, DeduplicateRelationsConfig, DictContext
+from relmerge.decide import pack as packing
 from relmerge.eval.gold_judge import GoldJudge
+from relmerge.prompts import cluster_many
 from relmerge.providers.embedding import EmbeddingModel, HashEmbedder
 from relmerge.providers.openai_compat import OpenAICompatibleModel
 from relmerge.stores.memory import MemoryStore
+
+
+@contextmanager
+def pack_shares() -> Iterator[list[tuple[int, int]]]:
+    """Per packed request made inside: (prompt characters without its canaries, with)."""
+    made: list[tuple[int, int]] = []
+    original = packing.Packer._add_canaries
+
+    def measured(self: packing.Packer, questions: list[Any]) -> None:
+        original(self, questions)
+        plain = [cluster_many.Part(q.records, q.entities, {}) for q in questions]
+        sizes = [
+            sum(len(m.content) for m in cluster_many.build_request(p, temperature=0).messages)
+            for p in (plain, [q.part for q in questions])
+        ]
+        made.append((sizes[0], sizes[1]))
+
+    setattr(packing.Packer, "_add_canaries", measured)  # noqa: B010
+    try:
+        yield made
+    finally:
+        setattr(packing.Packer, "_add_canaries", original)  # noqa: B010
 
 
 async def run_set(
@@ -48,6 +78,7 @@ async def run_set(
     pack_records: int = 60,
     canaries: float | None = None,
     seed: int = 0,
+    canary_tokens: float | None = None,
 ) -> dict[str, Any]:
     """One run of ``data`` against a fresh gold judge server, and what it cost."""
     store = MemoryStore()
@@ -63,6 +94,7 @@ async def run_set(
         llm_pack_tokens=pack_tokens,
         llm_pack_records=pack_records,
         **({} if canaries is None else {"canaries": canaries}),
+        **({} if canary_tokens is None else {"canary_tokens": canary_tokens}),
     )
     with JudgeServer(GoldJudge(data.gold, error_rate, seed, records=data.records)) as server:
         llm = OpenAICompatibleModel(base_url=server.base_url, model="gold-judge")
@@ -78,7 +110,8 @@ async def run_set(
                 "entities": data.entities,
             },
         )
-        output = await DeduplicateRelations(config).run(context)
+        with pack_shares() as shares:
+            output = await DeduplicateRelations(config).run(context)
         await llm.aclose()
         requests, chars, by_task = server.requests, server.prompt_chars, dict(server.by_task)
     relations = max(1, len(data.records))
@@ -96,20 +129,30 @@ async def run_set(
         "run_prompt_tokens": cost["prompt_tokens"],
         "by_task": {task: {"requests": n, "prompt_chars": c} for task, (n, c) in by_task.items()},
         "pair_f1": round(counts.f1, 4),
+        "packed_requests_with_canaries": sum(with_ > without for without, with_ in shares),
+        "canary_share_max": round(max((w / o - 1 for o, w in shares), default=0.0), 4),
+        "canary_share_all": round(
+            sum(w for _, w in shares) / sum(o for o, _ in shares) - 1 if shares else 0.0, 4
+        ),
+        "canaries": {
+            key: output.result["canaries"][key]
+            for key in ("asked", "answered", "right", "verdict", "decided_after")
+        },
     }
 
 
 def show(rows: list[dict[str, Any]]) -> None:
     print(
         f"{'set':<38}{'pack':>6}{'relations':>10}{'requests':>9}{'req/rel':>9}{'chars/rel':>11}"
-        f"{'tokens/rel':>11}{'chars/req':>10}{'pair F1':>9}"
+        f"{'tokens/rel':>11}{'chars/req':>10}{'pair F1':>9}{'canary share':>14}{'canaries':>10}"
     )
     for row in rows:
         print(
             f"{row['set']:<38}{row['pack_tokens']:>6}{row['relations']:>10}{row['requests']:>9}"
             f"{row['requests_per_relation']:>9.3f}{row['prompt_chars_per_relation']:>11.1f}"
             f"{row['prompt_tokens_per_relation']:>11.1f}{row['chars_per_request']:>10}"
-            f"{row['pair_f1']:>9.3f}"
+            f"{row['pair_f1']:>9.3f}{row['canary_share_max']:>14.1%}"
+            f"{row['canaries']['answered']:>10}"
         )
 
 
@@ -127,7 +170,14 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         for pack in args.pack_tokens:
             runs = [
                 await run_set(
-                    data, embedder, args.error_rate, pack, args.pack_records, args.canaries, seed
+                    data,
+                    embedder,
+                    args.error_rate,
+                    pack,
+                    args.pack_records,
+                    args.canaries,
+                    seed,
+                    args.canary_tokens,
                 )
                 for seed in range(args.seeds)
             ]
@@ -168,6 +218,9 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="run only the sets whose name has one of these")
     parser.add_argument(
         "--canaries", type=float, default=None, help="canaries share (unset: the default)"
+    )
+    parser.add_argument(
+        "--canary-tokens", type=float, default=None, help="canary_tokens (unset: the default)"
     )
     args = parser.parse_args()
     if args.seeds < 1:

@@ -108,7 +108,7 @@ async def test_a_model_that_answers_right_changes_no_verdict() -> None:
     assert len(on_ids) == len(off_ids) + 3 and set(off_ids) < set(on_ids)
 
 
-async def test_a_model_at_chance_is_distrusted_once_the_window_fills() -> None:
+async def test_a_model_at_chance_is_stopped_by_the_sequential_test() -> None:
     asked: list[dict[str, Any]] = []
 
     async def person(question: dict[str, Any]) -> str | None:
@@ -116,19 +116,22 @@ async def test_a_model_at_chance_is_distrusted_once_the_window_fills() -> None:
         return None  # no answer: the policy decides, and nothing is remembered
 
     model = Model(chance_after=4)
-    config = DeduplicateRelationsConfig(canary_min=10)
-    judge = _judge(model, config=config, canary_window=10, clarifier=CallbackClarifier(person))
+    judge = _judge(model, clarifier=CallbackClarifier(person))
     rounds = 0
     while not judge.canaries["distrusted"]:
         rounds += 1
         assert rounds <= 60, judge.canaries
         await judge.check_many(_checks())
     figures = judge.canaries
-    assert figures["answered"] >= 10 and figures["window"] == 10
-    # Right before the coin: the window filled with enough wrong answers to fall below.
-    assert 4 <= figures["right"] < figures["answered"]
+    assert figures["verdict"] == "distrusted" and figures["decided_after"]["boundary"] == "stop"
+    # Right before the coin: its first four answers were right, then enough were wrong.
+    decided = figures["decided_after"]
+    assert 4 <= decided["right"] < decided["answered"] <= figures["answered"]
     reason = figures["reason"]
-    assert reason.startswith("the model answered ") and "certain questions right" in reason
+    assert reason.startswith(
+        f"the model answered {decided['right']} of {decided['answered']} certain questions right"
+    )
+    assert "stop boundary of Wald's sequential test" in reason
     requests = len(model.llm.requests)
     verdicts = await judge.check_many(_checks())
     single = await judge.check(MERGED, EXISTING, CONTEXT)
@@ -145,12 +148,8 @@ async def test_pairwise_checks_earn_canaries_of_their_own() -> None:
     assert [v.decision for v in verdicts] == ["keep_both", "merge", "keep_both"] * 2
     figures = judge.canaries
     assert figures["extra_requests"] == 3 and figures["right"] == figures["answered"] == 3
-    at_chance = _judge(
-        Model(chance_after=0),
-        config=DeduplicateRelationsConfig(canaries=1.0, canary_min=4),
-        canary_window=4,
-    )
-    for _ in range(20):
+    at_chance = _judge(Model(chance_after=0), config=DeduplicateRelationsConfig(canaries=1.0))
+    for _ in range(60):
         verdict = await at_chance.check(MERGED, EXISTING, CONTEXT)
         if at_chance.canaries["distrusted"]:
             break

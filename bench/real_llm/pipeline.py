@@ -3,7 +3,7 @@
     bash bench/real_llm/setup.sh
     .venv/bin/python bench/real_llm/pipeline.py [--set dev|real|held-out-kinds]
         [--modes json_object none] [--blocks N] [--hard-blocks H] [--seed S]
-        [--canaries 0 0.05] [--canary-min 10] [--pack-tokens 0 8000]
+        [--canaries 0 0.05] [--canary-tokens 0.1] [--pack-tokens 0 8000]
 
 Starts the local llama.cpp server of ``setup.sh`` (Qwen2.5-Coder-1.5B-Instruct, GGUF), then
 runs relmerge's step over a labelled set (all of it, or the records of ``--blocks``
@@ -395,7 +395,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         label = f"LLM, {mode}, pack {pack}, canaries {rate:g}"
         canaries = {
             "canaries": rate,
-            "canary_min": args.canary_min,
+            "canary_tokens": args.canary_tokens,
             "llm_pack_tokens": pack,
         }
         model = OpenAICompatibleModel(
@@ -495,7 +495,12 @@ def canary_note(canaries: dict[str, Any] | None) -> str:
     if not canaries or not canaries["asked"]:
         return "-"
     note = f"{canaries['right']}/{canaries['answered']} right"
-    return note + (", distrusted: merges not applied" if canaries["distrusted"] else "")
+    verdict = str(canaries.get("verdict", "")).replace("_", " ")
+    return (
+        note
+        + (f", {verdict}" if verdict else "")
+        + (": merges not applied" if canaries["distrusted"] else "")
+    )
 
 
 def parse_args() -> argparse.Namespace:
@@ -530,7 +535,7 @@ def parse_args() -> argparse.Namespace:
         "--canaries", type=float, nargs="+", default=[0.0, 0.05], help="canary shares to run"
     )
     defaults = DeduplicateRelationsConfig()
-    parser.add_argument("--canary-min", type=int, default=defaults.canary_min)
+    parser.add_argument("--canary-tokens", type=float, default=defaults.canary_tokens)
     parser.add_argument(
         "--pack-tokens",
         type=int,

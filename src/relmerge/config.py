@@ -37,6 +37,12 @@ REMOVED_SETTINGS = {
     "auto_merge_min_cosine": "removed with auto_merge_name_cosine; use auto_merge_cosine",
     "auto_merge_detail_cosine": 'removed: a shared number alone never merges ("owns 60%" / '
     '"bought 60% in 2019"); use auto_merge_cosine',
+    "canary_min": "removed: the canary verdict is a sequential test with stated error rates, "
+    "which needs no minimum; see canary_false_stop and canary_false_trust",
+    "canary_agreement": "removed: the canary verdict tells a good model from a bad one; "
+    "use canary_good_agreement and canary_bad_agreement",
+    "canary_confidence": "removed: the canary verdict is a sequential test; use "
+    "canary_false_stop and canary_false_trust",
 }
 
 
@@ -87,6 +93,12 @@ def band_problems(value: Callable[[str], float | None]) -> list[str]:
                 f"{name} ({band:g}) must not exceed similarity_threshold ({threshold:g}): "
                 "a pair that close is never kept apart without the LLM"
             )
+    good, bad = value("canary_good_agreement"), value("canary_bad_agreement")
+    if good is not None and bad is not None and bad >= good:
+        problems.append(
+            f"canary_bad_agreement ({bad:g}) must be below canary_good_agreement ({good:g}): "
+            "the canary verdict tells a model worth trusting from one to stop"
+        )
     return problems
 
 
@@ -251,26 +263,44 @@ class DeduplicateRelationsConfig(Settings):
         "rules decided on hard evidence, asked like any other pair; their answers never "
         "change the output, they measure the model. 0 turns them off.",
     )
-    canary_min: int = Field(
-        10, ge=1, description="Canaries answered before the agreement can stop a model."
+    # The verdict on the canaries (relmerge.decide.sequential): Wald's sequential test.
+    canary_good_agreement: float = Field(
+        0.89,
+        gt=0.0,
+        lt=1.0,
+        description="The canary agreement of a model worth trusting: the sequential test "
+        "stops a model that agrees this often in at most canary_false_stop of runs "
+        "(chosen on held-out runs: docs/figures/quality.md, the canary verdict).",
     )
-    canary_agreement: float = Field(
-        0.8,
+    canary_bad_agreement: float = Field(
+        0.62,
+        gt=0.0,
+        lt=1.0,
+        description="The canary agreement of a model to stop: the sequential test trusts a "
+        "model that agrees this often in at most canary_false_trust of runs; a stopped "
+        "model's merges are not applied, its pairs go to clarifications.jsonl (exit 3).",
+    )
+    canary_false_stop: float = Field(
+        0.01,
+        gt=0.0,
+        lt=0.5,
+        description="The share of models agreeing canary_good_agreement of the time that "
+        "the test may stop (fewer for better models).",
+    )
+    canary_false_trust: float = Field(
+        0.01,
+        gt=0.0,
+        lt=0.5,
+        description="The share of models agreeing canary_bad_agreement of the time that the "
+        "test may trust (fewer for worse models).",
+    )
+    canary_tokens: float = Field(
+        0.1,
         ge=0.0,
         le=1.0,
-        description="When the agreement on canary_min or more canaries is surely below this "
-        "(at canary_confidence), the model's merges stop being applied: its pairs go to "
-        "clarifications.jsonl (exit 3).",
-    )
-    canary_confidence: float = Field(
-        0.5,
-        ge=0.5,
-        lt=1.0,
-        description="How sure the canaries must be that the model agrees less often than "
-        "canary_agreement before it is distrusted: the one-sided Wilson upper bound at this "
-        "confidence must fall below it. 0.5 (the default, chosen on held-out domains) judges "
-        "on the agreement itself; higher stops fewer good models on an unlucky run of slips "
-        "but lets more weak ones through (docs: quality, canary verdict).",
+        description="The canary records a packed request carries, at most, as a share of "
+        "its prompt tokens without them (one question a request carries one certain pair "
+        "and one near-miss pair). More judges a small run's model sooner, at that cost.",
     )
 
     def __init__(self, **data: Any) -> None:

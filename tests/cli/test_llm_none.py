@@ -27,6 +27,7 @@ VALUES = {
     "--llm-price-in": "0.5",
     "--llm-price-out": "1.5",
     "--llm-pack-tokens": "8000",
+    "--canary-tokens": "0.3",
 }
 
 

@@ -332,21 +332,81 @@ def test_a_missing_block_is_that_block_invalid() -> None:
     assert isinstance(second, InvalidAnswerError) and "no entry for block b2" in str(second)
 
 
-async def test_each_blocks_canaries_ride_in_its_own_part() -> None:
-    """With canaries, every block of a pack carries its own canary records, read among its
-    own records: a model that groups them right is counted right, and nothing changes."""
+def _sent(request: LLMRequest) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = orjson.loads(
+        request.messages[1].content.split("```json\n")[1].split("\n```")[0]
+    )
+    return blocks
+
+
+def _prompt_chars(request: LLMRequest) -> int:
+    return sum(len(message.content) for message in request.messages)
+
+
+@pytest.mark.parametrize("share", [0.1, 0.3, 1.0])
+async def test_a_packs_canaries_ride_per_request_within_their_share_of_tokens(
+    share: float,
+) -> None:
+    """Canaries per request, not per block: the pack's added records (made-up or copied)
+    cost at most ``canary_tokens`` of the prompt without them; a model that groups them
+    right is counted right, and the output is the one without canaries."""
+    bigger = block_records(1, 6) + block_records(2, 5) + block_records(3, 6) + block_records(4, 5)
+    plain = model(merge_each_block)
+    off, _, _ = await run_step(bigger, plain, embedder=HashEmbedder(), **PACKED)
     llm = model(merge_each_block)
-    config = {**PACKED, "canaries": 0.05}
-    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **config)
+    config = {**PACKED, "canaries": 0.05, "canary_tokens": share}
+    output, _, _ = await run_step(bigger, llm, embedder=HashEmbedder(), **config)
+    assert [r.task for r in llm.requests] == [r.task for r in plain.requests]
     assert [r.task for r in llm.requests] == ["relation_cluster_many"]
-    sent = orjson.loads(llm.requests[0].messages[1].content.split("```json\n")[1].split("\n```")[0])
-    for block in sent:
-        ids = [r["relation_id"] for r in block["records"]]
-        prefix = f"k{block['block'][1]}_"
-        assert len(ids) > len([r for r in RECORDS if r["relation_id"].startswith(prefix)])
+    (with_canaries,), (without,) = llm.requests, plain.requests
+    added = _prompt_chars(with_canaries) - _prompt_chars(without)
+    assert 0 <= added <= share * _prompt_chars(without)
+    real = {r["relation_id"] for r in bigger}
+    hosts = [
+        b
+        for b in _sent(with_canaries)
+        if len(b["records"])
+        > sum(r["relation_id"].startswith(f"k{b['block'][1]}_") for r in bigger)
+    ]
     canaries = output.result["canaries"]
-    assert canaries["asked"] >= 3 and canaries["right"] == canaries["answered"] > 0
-    assert groups(output.relation_id_mapping) == EACH_BLOCK
+    assert canaries["in_requests"] == canaries["asked"] == canaries["right"] > 0
+    if share < 1.0:
+        assert len(hosts) < 4  # not every block carries canaries
+    assert output.relation_id_mapping == off.relation_id_mapping
+    assert real <= set(output.relation_id_mapping)
+
+
+async def test_a_pack_that_cannot_afford_a_canary_carries_none() -> None:
+    """A share too small for one added record adds none (and counts none)."""
+    llm = model(merge_each_block)
+    config = {**PACKED, "canaries": 0.05, "canary_tokens": 0.001}
+    output, _, _ = await run_step(RECORDS, llm, embedder=HashEmbedder(), **config)
+    sent = _sent(llm.requests[0])
+    assert [len(b["records"]) for b in sent] == [3, 2, 3]
+    assert output.result["canaries"]["asked"] == 0
+    assert output.result["canaries"]["verdict"] == "not_judged"
+
+
+@pytest.mark.parametrize(("size", "packed"), [(3, []), (4, [4]), (6, [6])])
+async def test_a_request_never_holds_more_records_than_semantic_batch_size(
+    size: int, packed: list[int]
+) -> None:
+    """The seed's semantic batch is what the model sees at once: no request, packed or
+    not, holds more than ``semantic_batch_size`` records of the batch (canary records
+    beside them); three blocks of two records pack as the size allows."""
+    three = block_records(1, 2) + block_records(2, 2) + block_records(3, 2)
+    llm = model(merge_each_block)
+    config = {**PACKED, "semantic_batch_size": size}
+    output, _, _ = await run_step(three, llm, embedder=HashEmbedder(), **config)
+    real = {r["relation_id"] for r in three}
+    sizes = [
+        sum(len(block["records"]) for block in _sent(request))
+        for request in llm.requests
+        if request.task == "relation_cluster_many"
+    ]
+    assert sizes == packed
+    assert all(size >= n for n in sizes)
+    assert real <= set(output.relation_id_mapping)
 
 
 async def test_a_script_of_the_one_question_tasks_answers_a_pack_block_by_block() -> None:

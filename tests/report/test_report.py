@@ -338,11 +338,16 @@ def test_the_llm_section_says_how_the_model_answered_its_canaries(
     llm_out: Path, llm_page: str
 ) -> None:
     canaries = _result(llm_out)["canaries"]
-    assert isinstance(canaries, dict) and canaries["answered"] >= 10
+    assert isinstance(canaries, dict) and canaries["verdict"] == "trusted"
     line = llm_page.split('<p id="canary-agreement">', 1)[1].split("</p>", 1)[0]
     shown = f"<strong>{canaries['right']} of {canaries['answered']}</strong>"
-    assert shown in line and "below 0.8 on at least 10 answers" in line
-    assert "trusted: its merges are applied" in line and "distrusted" not in line
+    decided = canaries["decided_after"]
+    assert shown in line and "distrusted" not in line
+    assert (
+        f"trusted by the sequential test (0.89 against 0.62) on its first "
+        f"{decided['answered']} answers ({decided['right']} right)"
+    ) in line
+    assert "The rule: Wald&#x27;s sequential test" in line or "The rule: Wald's" in line
 
 
 def _canary_line(llm_out: Path, tmp_path: Path, **canaries: object) -> str:
@@ -359,19 +364,31 @@ def _canary_line(llm_out: Path, tmp_path: Path, **canaries: object) -> str:
 
 @needs_dev
 def test_a_distrusted_model_is_named_so_with_the_reason(llm_out: Path, tmp_path: Path) -> None:
-    reason = "the model answered 6 of 12 certain questions right <b>"
-    line = _canary_line(llm_out, tmp_path, answered=12, right=6, distrusted=True, reason=reason)
+    reason = "the model answered 2 of 8 certain questions right <b>"
+    decided = {"answered": 8, "right": 2, "boundary": "stop"}
+    line = _canary_line(
+        llm_out,
+        tmp_path,
+        asked=12,
+        answered=12,
+        right=6,
+        verdict="distrusted",
+        decided_after=decided,
+        distrusted=True,
+        reason=reason,
+    )
     assert "<strong>6 of 12</strong>" in line and "<strong>distrusted</strong>" in line
+    assert "stopped by the sequential test (0.89 against 0.62) on its first 8 answers" in line
     assert html.escape(reason) in line and "<b>" not in line
 
 
 @needs_dev
-def test_a_surer_verdict_is_named_with_its_confidence(llm_out: Path, tmp_path: Path) -> None:
-    canaries = _result(llm_out)["canaries"]
-    assert isinstance(canaries, dict)
-    assert canaries["confidence"] == 0.5  # the default: the agreement itself
-    line = _canary_line(llm_out, tmp_path, confidence=0.9)
-    assert "surely below 0.8 at 0.9 confidence on at least 10 answers" in line
+def test_a_run_too_small_to_judge_says_so(llm_out: Path, tmp_path: Path) -> None:
+    line = _canary_line(
+        llm_out, tmp_path, asked=5, answered=4, right=4, verdict="not_judged", decided_after=None
+    )
+    assert "<strong>4 of 4 (1 unanswered)</strong> certain questions right" in line
+    assert "not enough canaries to judge the model (0.89 against 0.62)" in line
 
 
 @needs_dev

@@ -71,8 +71,8 @@ _FIGURES = (
     "--canaries",
     type=click.FloatRange(0.0, 1.0),
     metavar="SHARE",
-    help="Canary questions, as a share of the LLM's questions, measured over the store's "
-    "recent batches; a model that answers too few right stops merging, its pairs go to "
+    help="Canary questions, as a share of the LLM's questions, weighed by a sequential test "
+    "kept in the store across batches; a model it stops stops merging, its pairs go to "
     "clarifications.jsonl and the command exits 3. 0 turns them off [0.05].",
 )
 @click.option("--no-cache", is_flag=True, help="Neither read nor write OUT's answer cache.")
@@ -101,8 +101,9 @@ def merge_into_command(
 
     Exit status: 0 done; 2 bad usage, unreadable input, a store that cannot be reached
     or has another schema version (nothing written); 3 applied without the LLM's merges:
-    its canary questions over the store's recent batches show it guessing, or it got one
-    wrong before it could be judged (its pairs are in clarifications.jsonl); 130 / 143
+    the sequential test on its canary answers, kept in the store across batches, stopped
+    it, or its evidence so far favours a model to stop (its pairs are in
+    clarifications.jsonl); 130 / 143
     interrupted (run the same command again: a batch is applied whole or not at all)."""
     config, settings, embedding_settings = resolve_options(
         options,
@@ -132,7 +133,7 @@ def merge_into_command(
         click.echo(f"merge-into {shown.store_url}: batch {shown.batch_id} {shown.status}")
         for label, name in _FIGURES:
             click.echo(f"  {label}: {getattr(shown, name)}")
-        if shown.canaries.get("window_answered"):
+        if shown.canaries.get("line"):
             click.echo(f"  canary questions (certain answers): {canary_line(shown.canaries)}")
         if shown.clarification_count:
             click.echo(f"Answer them: relmerge review {out}; then run this command again.")
@@ -152,8 +153,8 @@ def merge_into_command(
     measured = output.result.canaries
     if measured.get("reworked") or measured.get("distrusted"):
         click.echo(
-            f"the LLM's merges were not applied: {measured['reason']}; its pairs are in "
-            "clarifications.jsonl — check the model and its settings",
+            f"{measured['reason']}; its pairs are in clarifications.jsonl — check the model "
+            "and its settings",
             err=True,
         )
         raise SystemExit(UNAVAILABLE_EXIT)
@@ -219,18 +220,8 @@ class _MergeJob:
 
 
 def canary_line(canaries: dict[str, Any]) -> str:
-    """The model's agreement over the store's window, with its count and verdict."""
-    shown = (
-        f"{canaries['window_right']} of {canaries['window_answered']} right over the "
-        f"store's last {canaries['window']} (this batch: {canaries['asked']})"
-    )
-    if canaries["distrusted"]:
-        return shown + f": below {canaries['threshold']:g}, the model is not trusted"
-    if canaries["doubted"]:
-        return shown + ": wrong before it could be judged, its merges are not applied yet"
-    if canaries["window_answered"] < canaries["minimum"]:
-        return shown + f": too few to judge the model (fewer than {canaries['minimum']})"
-    return shown
+    """The model's canary answers in this store, its test's verdict, and this batch's."""
+    return f"{canaries['line']} (over the store's batches; this batch: {canaries['asked']})"
 
 
 def _earlier_batch(out: Path) -> str | None:

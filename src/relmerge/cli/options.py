@@ -87,6 +87,14 @@ _OPTIONS = [
         "question alone [8000].",
     ),
     click.option(
+        "--canary-tokens",
+        type=click.FloatRange(0.0, 1.0),
+        metavar="SHARE",
+        help="The canary records a packed request carries add at most this share of its "
+        "prompt tokens; more judges a small packed run's model sooner, at that cost (docs: "
+        "quality, the canary verdict) [0.1].",
+    ),
+    click.option(
         "--startup-wait",
         type=click.FloatRange(min=0),
         metavar="SECONDS",
@@ -143,6 +151,7 @@ NEEDS_LLM = {
     "llm_timeout": "--llm-timeout",
     "llm_max_answer_tokens": "--llm-max-answer-tokens",
     "llm_pack_tokens": "--llm-pack-tokens",
+    "canary_tokens": "--canary-tokens",
     "llm_requests_per_minute": "--llm-requests-per-minute",
     "llm_price_in": "--llm-price-in",
     "llm_price_out": "--llm-price-out",
@@ -188,6 +197,7 @@ def resolve_options(
             **step_overrides,
             "max_answer_tokens": options.get("llm_max_answer_tokens"),
             "llm_pack_tokens": options.get("llm_pack_tokens"),
+            "canary_tokens": options.get("canary_tokens"),
         },
         {
             "provider": options.get("llm_provider"),
@@ -223,6 +233,7 @@ OPTION_NAMES: dict[str, dict[str, str]] = {
         "canaries": "--canaries",
         "max_answer_tokens": "--llm-max-answer-tokens",
         "llm_pack_tokens": "--llm-pack-tokens",
+        "canary_tokens": "--canary-tokens",
     },
     "llm": {
         "provider": "--llm",

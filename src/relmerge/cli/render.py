@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import asdict
 
 from rich.table import Table
 
+from relmerge.decide.sequential import verdict_line
 from relmerge.run.cost import Cost
 from relmerge.run.estimate import Estimate
 from relmerge.run.result import RunResult
@@ -79,19 +81,12 @@ def summary_table(result: RunResult, out: str) -> Table:
 
 
 def canary_rows(result: RunResult) -> list[tuple[str, object]]:
-    """The canaries' line: the model's agreement on certain questions, with its count."""
+    """The canaries' line: the model's agreement on certain questions, with its count,
+    and the verdict of the sequential test with the answers it was reached on."""
     canaries = result.canaries
     if not canaries.asked:
         return []
-    shown = f"{canaries.right} of {canaries.answered} right"
-    if canaries.asked > canaries.answered:
-        shown += f" ({canaries.asked - canaries.answered} unanswered)"
-    if canaries.distrusted:
-        below = "surely below" if canaries.confidence > 0.5 else "below"
-        shown += f": {below} the threshold, the model's merges were not applied"
-    elif canaries.answered < canaries.minimum:
-        shown += f": too few to judge the model (fewer than {canaries.minimum})"
-    return [("canary questions (certain answers)", shown)]
+    return [("canary questions (certain answers)", verdict_line(asdict(canaries)))]
 
 
 def cost_rows(result: RunResult) -> list[tuple[str, object]]:

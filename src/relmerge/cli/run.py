@@ -218,9 +218,10 @@ def parse_storage_options(pairs: Sequence[str]) -> dict[str, Any]:
     type=click.FloatRange(0.0, 1.0),
     metavar="SHARE",
     help="Canary questions, as a share of the LLM's questions: pairs the rules decided "
-    "on hard evidence, asked like any other; a model that answers too few right "
-    "(canary_agreement, canary_min) stops merging, its pairs go to clarifications.jsonl "
-    "and the run exits 3. 0 turns them off [0.05].",
+    "on hard evidence, asked like any other; a model that a sequential test on its "
+    "answers stops (canary_good_agreement, canary_bad_agreement, canary_false_stop, "
+    "canary_false_trust) stops merging, its pairs go to clarifications.jsonl and the run "
+    "exits 3. 0 turns them off [0.05].",
 )
 @click.option(
     "--no-preflight",
@@ -491,8 +492,8 @@ def say_what_is_left(
     unavailable = result.llm_unavailable_group_count
     if result.canaries.distrusted:
         click.echo(
-            f"the LLM's merges were not applied: {result.canaries.reason}; its pairs are in "
-            "clarifications.jsonl — check the model and its settings",
+            f"{result.canaries.reason}; its pairs are in clarifications.jsonl — check the "
+            "model and its settings",
             err=True,
         )
         raise SystemExit(UNAVAILABLE_EXIT)

@@ -22,12 +22,12 @@ from typing import Any
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.ask import ask_cluster, ask_judge
 from relmerge.decide.canary import Canary, block_candidates
-from relmerge.decide.canary_mix import CertainPair, Mixed, certain_pairs, mix
+from relmerge.decide.canary_mix import EVERY_KIND, CertainPair, Mixed, certain_pairs, mix
 from relmerge.decide.clarify import clarification
 from relmerge.decide.clustering import ConstrainedClusters
 from relmerge.decide.memory import Remembered, remembered
 from relmerge.decide.merged import joined_description
-from relmerge.decide.pack import Packed, Ticket
+from relmerge.decide.pack import Mixer, Packed, Ticket
 from relmerge.decide.retry import FAILED, UNAVAILABLE, Attempts, GroupFailed
 from relmerge.decide.tiers import PairDecision
 from relmerge.model import Decision, EntityContext
@@ -35,7 +35,7 @@ from relmerge.normalize import exact_key
 from relmerge.prompts import cluster_many, cluster_relations, judge_pair
 from relmerge.prompts.base import truncate
 from relmerge.prompts.context import directed_record
-from relmerge.providers.base import LanguageModel, LLMResult
+from relmerge.providers.base import LanguageModel, LLMResult, hear_canaries
 from relmerge.units import Originals, Unit, member_ids
 
 
@@ -192,6 +192,7 @@ class _Answer:
     result: LLMResult
     prompt: str  # the prompt and its version that was answered
     canaries: list[bool | None] = field(default_factory=list)  # the mixed canaries' answers
+    bare: bool = False  # asked alone with no canary while canaries were wanted
 
 
 class BlockDecider:
@@ -202,12 +203,21 @@ class BlockDecider:
         originals: Originals,
         limit: asyncio.Semaphore,
         memory: Remembered | None = None,
+        canaries: bool = True,
     ) -> None:
         self.config = config
         self.llm = llm
         self.originals = originals
         self._limit = limit
         self.memory = memory
+        # Whether this chunk's requests carry canaries: what the run's verdict said when the
+        # chunk was handed out (fixed for the chunk, so that the same chunk sends the same
+        # requests on a re-run, and its cached answers serve them).
+        self.canaries_wanted = canaries
+
+    @property
+    def canaries_on(self) -> bool:
+        return self.config.canaries > 0 and self.canaries_wanted
 
     @property
     def limit(self) -> asyncio.Semaphore:
@@ -256,7 +266,7 @@ class BlockDecider:
             for p in pairs
             if p.verdict == "undecided" and auto.find(p.a) != auto.find(p.b)
         }
-        if self.config.canaries > 0 and self.llm.available:
+        if self.canaries_on and self.llm.available:
             forward = (entities[0].entity_id, entities[1].entity_id)
             result.canaries = block_candidates(
                 units,
@@ -395,6 +405,32 @@ class BlockDecider:
             record["merged_from"] = [self.originals[i].relation_id for i in members[:5]]
         return record, len(text) <= chars
 
+    def _mixer(self, block: _Block, batch: list[list[int]]) -> Mixer:
+        """``batch``'s records with the canaries of the kinds asked (``canary_mix``),
+        each variant made once."""
+        units = block.units
+        forward = (block.entities[0].entity_id, block.entities[1].entity_id)
+        seed = [[units[u].relation.relation_id for u in cluster] for cluster in batch]
+        chars = self.config.prompt_description_chars
+        variants: dict[frozenset[str], Mixed] = {}
+
+        def show(cluster: list[int], left_out: frozenset[int]) -> dict[str, Any]:
+            return self._record(units, cluster, forward, block.symmetric, left_out)[0]
+
+        def variant(kinds: frozenset[str]) -> Mixed:
+            if kinds not in variants:
+                variants[kinds] = mix(
+                    batch,
+                    block.certain,
+                    show,
+                    lambda member: directed_record(self.originals[member], forward, chars),
+                    ("canary", seed),
+                    kinds,
+                )
+            return variants[kinds]
+
+        return variant
+
     async def _ask_batch(
         self,
         block: _Block,
@@ -409,25 +445,15 @@ class BlockDecider:
         units = block.units
         forward = (block.entities[0].entity_id, block.entities[1].entity_id)
         shown = [self._record(units, cluster, forward, block.symmetric) for cluster in batch]
-        mixed = None
-        if self.config.canaries > 0:
-            seed = [[units[u].relation.relation_id for u in cluster] for cluster in batch]
-            chars = self.config.prompt_description_chars
-            mixed = mix(
-                batch,
-                block.certain,
-                lambda cluster, out: self._record(units, cluster, forward, block.symmetric, out)[0],
-                lambda member: directed_record(self.originals[member], forward, chars),
-                ("canary", seed),
-            )
-        try:
-            records = [record for record, _ in shown]
-            fields = writes_text(units, batch)
-            answer = await self._answer(records, block, attempts, fields, mixed)
-        finally:
-            if mixed is None or not mixed.checks:
-                result.bare_questions += attempts.used
+        mixer = self._mixer(block, batch) if self.config.canaries > 0 else None
+        records = [record for record, _ in shown]
+        fields = writes_text(units, batch)
+        answer = await self._answer(records, block, attempts, fields, mixer)
+        if answer.bare:
+            result.bare_questions += attempts.used
         result.canary_answers += answer.canaries
+        if answer.canaries:
+            await hear_canaries(self.llm, answer.canaries)
         for position, group in enumerate(answer.groups):
             members = [m for index in group for m in batch[index]]
             refused = final.join_all(members)
@@ -464,28 +490,29 @@ class BlockDecider:
         block: _Block,
         attempts: Attempts,
         fields: bool,
-        mixed: Mixed | None = None,
+        mixer: Mixer | None = None,
     ) -> _Answer:
         """The LLM's validated answer about ``records``: a mapping table
         (``relation_cluster``) where it writes the merged relation (``fields``, see
         :func:`writes_text`), else a pairwise verdict (``relation_judge``); groups and
-        unsure groups as positions in ``records``. With canaries (``mixed``) it is always
-        a mapping table, read among the real records (see ``canary_mix``), whose fields
-        count only where ``fields`` says so. The block's first question may be answered
-        as part of a packed request instead, read the same way."""
+        unsure groups as positions in ``records``. With canaries (``mixer``, while they
+        are wanted) it is always a mapping table, read among the real records (see
+        ``canary_mix``), whose fields count only where ``fields`` says so. The block's
+        first question may be answered as part of a packed request instead (which then
+        chooses its canaries), read the same way."""
         entities = block.entities
         ticket = block.ticket
         if ticket is not None and (packer := ticket.take()) is not None:
-            checked = mixed is not None and bool(mixed.checks)
-            sent = mixed.records if mixed is not None and checked else records
-            canary = mixed.canary if mixed is not None and checked else {}
-            part = await packer.ask(ticket.index, sent, entities, canary)
-            packed = self._packed(part, fields, attempts, mixed if checked else None)
+            offered = mixer if self.canaries_on else None
+            part = await packer.ask(ticket.index, records, entities, offered)
+            packed = self._packed(part, fields, attempts)
             if packed is not None:
                 return packed
         async with self._limit:
+            mixed = mixer(EVERY_KIND) if mixer is not None and self.canaries_on else None
             if mixed is not None and mixed.checks:
                 return await self._answer_mixed(mixed, fields, entities, attempts)
+            bare = self.canaries_on
             if not fields:
                 verdict, result = await ask_judge(
                     self.llm, records[:1], records[1], entities, self.config, attempts
@@ -497,6 +524,7 @@ class BlockDecider:
                     reason=verdict.reason,
                     result=result,
                     prompt=judge_pair.PROMPT,
+                    bare=bare,
                 )
             outcome, result = await ask_cluster(self.llm, records, entities, self.config, attempts)
             return _Answer(
@@ -506,11 +534,10 @@ class BlockDecider:
                 None,
                 result,
                 cluster_relations.PROMPT,
+                bare=bare,
             )
 
-    def _packed(
-        self, part: Packed | None, fields: bool, attempts: Attempts, mixed: Mixed | None
-    ) -> _Answer | None:
+    def _packed(self, part: Packed | None, fields: bool, attempts: Attempts) -> _Answer | None:
         """A block's part of a packed answer as its own answer would be (its fields only
         where its own question writes them: ``fields``); None when the block asks alone:
         it was alone in its pack, the pack timed out, or its part was invalid (the packed
@@ -522,7 +549,7 @@ class BlockDecider:
             if attempts.left == 0:
                 raise GroupFailed(part.problem, invalid_answers=1)
             return None
-        outcome = part.outcome
+        outcome, mixed = part.outcome, part.mixed
         groups, unsure, canaries = outcome.groups, outcome.unsure, []
         if mixed is not None:
             groups, unsure = mixed.real(groups), mixed.real(unsure)

@@ -6,26 +6,19 @@ pairs the rules decided on hard evidence — a known-directed relation against i
 twin (different), two relations of one direction with the same description (same) —
 drawn from the batch itself and asked as a ``relation_judge`` question of their block,
 in a seeded order, with nothing that marks them. Their answers never change the output;
-they are tallied (:class:`CanaryTally`), and a model whose agreement on ``canary_min``
-or more answers is surely below ``canary_agreement`` is no longer trusted: "surely" is the
-upper end of a one-sided Wilson interval at ``canary_confidence`` (:func:`surely_below`).
-The verdict is checked after every answer, so a point estimate (confidence 0.5) stops a
-good model on an unlucky run of slips; the bound asks for evidence in proportion to the
-answers it has.
+they are weighed, as they come, by a sequential test (``relmerge.decide.sequential``)
+that trusts or stops the model.
 
-This module is pure (no I/O but the one ask): which pairs are canaries, their seeded
-order, the tally and its verdict. Where they are asked and what distrust undoes is the
-run's (``relmerge.run.canaries``) and the judge's (``relmerge.judge``).
+This module is pure (no I/O but the one ask): which pairs are canaries and their seeded
+order. Where they are asked and what distrust undoes is the run's
+(``relmerge.run.canaries``), the store merge's and the judge's (``relmerge.judge``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any, Literal
 
 import orjson
@@ -125,83 +118,3 @@ async def ask_canary(
     except GroupFailed:
         return None
     return outcome.verdict == canary.expected
-
-
-def upper_bound(right: int, answered: int, confidence: float) -> float:
-    """The upper end of the one-sided Wilson score interval of ``right`` of ``answered``
-    at ``confidence`` (0.5: the agreement itself). Wilson rather than the normal
-    approximation: it stays inside [0, 1] and is sound for the few answers a run has."""
-    if answered <= 0:
-        return 1.0
-    z = NormalDist().inv_cdf(confidence) if confidence > 0.5 else 0.0
-    share = right / answered
-    spread = z * math.sqrt(share * (1 - share) / answered + z * z / (4 * answered * answered))
-    return (share + z * z / (2 * answered) + spread) / (1 + z * z / answered)
-
-
-def surely_below(right: int, answered: int, threshold: float, confidence: float) -> bool:
-    """Whether ``right`` of ``answered`` says, at ``confidence``, that the model agrees
-    less often than ``threshold``."""
-    return upper_bound(right, answered, confidence) < threshold
-
-
-def rule_text(threshold: float, confidence: float) -> str:
-    """The verdict's rule in words: the point estimate's, or the bound's."""
-    if confidence <= 0.5:
-        return f"below {threshold:g}"
-    return f"surely below {threshold:g} at {confidence:g} confidence"
-
-
-@dataclass
-class CanaryTally:
-    """Canary answers counted in the order they are taken; ``window`` keeps only the
-    latest (the judge of a live graph); ``distrusted`` is sticky once set."""
-
-    minimum: int
-    threshold: float
-    window: int | None = None
-    confidence: float = 0.5
-    asked: int = 0
-    right: int = 0
-    answered: int = 0
-    distrusted: bool = False
-
-    def __post_init__(self) -> None:
-        self._recent: deque[bool] = deque(maxlen=self.window)
-
-    @classmethod
-    def of(cls, config: DeduplicateRelationsConfig, window: int | None = None) -> CanaryTally:
-        return cls(config.canary_min, config.canary_agreement, window, config.canary_confidence)
-
-    @property
-    def recent(self) -> list[bool]:
-        """The answers the verdict looks at (the window's), oldest first."""
-        return list(self._recent)
-
-    def add(self, right: bool | None) -> None:
-        self.asked += 1
-        if right is None:
-            return
-        self.answered += 1
-        self.right += right
-        self._recent.append(right)
-        if self.judges(sum(self._recent), len(self._recent)):
-            self.distrusted = True
-
-    def judges(self, right: int, answered: int) -> bool:
-        """The verdict on ``right`` of ``answered``: enough answers, surely below."""
-        return answered >= self.minimum and surely_below(
-            right, answered, self.threshold, self.confidence
-        )
-
-    @property
-    def agreement(self) -> float | None:
-        return round(self.right / self.answered, 4) if self.answered else None
-
-    def reason(self) -> str:
-        """Why the model is no longer trusted, in the words a clarification shows."""
-        recent = len(self._recent)
-        return (
-            f"the model answered {sum(self._recent)} of {recent} certain questions right "
-            f"(canaries; {rule_text(self.threshold, self.confidence)}): its merges are not applied"
-        )

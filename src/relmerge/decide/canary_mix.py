@@ -1,18 +1,26 @@
 """Canaries inside a real request: certain pairs of the block mixed into its records.
 
-A ``relation_cluster`` request about a batch of clusters also carries, where the block
-has them, one certain pair of each answer (``relmerge.decide.canary``): a known-directed
-relation and its reversed twin (must stay apart), two relations of one direction with the
-same description (must map together); and always one near-miss pair
-(``relmerge.decide.near_miss``): two different facts about the block's own entities,
-alike in words (must stay apart), as hard as the questions the rules leave to the model.
-They cost tokens, not requests. A pair whose two units the batch already shows in two of
-its clusters is read as it stands; a unit the batch does not show is added as a record of
-its own; a twin inside a batch cluster is shown beside it (the cluster shown without it).
-A made-up record (a copy, a near-miss sentence) gets an id of the same shape that no
-record of the request holds, a cluster's members included. Added records go at seeded
-positions after the record they are checked against, so a model that lists a group under
-its first record names a real one; nothing else marks them.
+A ``relation_cluster`` request about a batch of clusters carries canaries of three kinds:
+
+* ``keep``: one certain "keep both" pair (``relmerge.decide.canary``: a known-directed
+  relation and its reversed twin), read as it stands when the batch shows both (labelled
+  ``free``: it costs nothing), else with its missing record added;
+* ``merge``: one pair that must map together: a twin (a unit's member with the same
+  sentence between the same two entities one way, shown beside its cluster) or a pair
+  of the block, else a word-for-word copy of the batch's shortest record under another id;
+* ``near``: one near-miss pair (``relmerge.decide.near_miss``): two different facts about
+  the block's own entities, alike in words (must stay apart), as hard as the questions
+  the rules leave to the model.
+
+A request of its own carries every kind; a packed request (``relmerge.decide.pack``)
+carries, per request, what fits in its share of tokens (``canary_tokens``), each kind
+drawn from one of its blocks, and only canaries that add records: two records of a pack
+far apart in it are no test of a model (a judge at chance kept them apart nine times in
+ten, ``bench/canary_verdict.py``). They cost tokens, not requests. A made-up record (a copy,
+a near-miss sentence) gets an id of the same shape that no record of the request holds,
+a cluster's members included. Added records go at seeded positions after the record they
+are checked against, so a model that lists a group under its first record names a real
+one; nothing else marks them.
 
 Reading: the real answer is read among real records only (``validate_answer``'s
 ``canary``: an added record bridges nothing and lends no fields); a canary is right when
@@ -79,6 +87,9 @@ def certain_pairs(
 
 COPY = -2  # an added record that copies a batch record under another id
 NEAR = -3  # an added record stating one of two near-miss facts (``decide.near_miss``)
+FREE, KEEP, MERGE, NEAR_MISS = "free", "keep", "merge", "near"
+ADDED_KINDS = (NEAR_MISS, MERGE, KEEP)  # the kinds that add records, by the evidence they give
+EVERY_KIND = frozenset(ADDED_KINDS)
 Slot = tuple[str, int]  # ("real", batch cluster) or ("added", number)
 Added = tuple[int, int | None, int | None]  # unit (or -1: a member alone), member, anchor
 
@@ -93,6 +104,7 @@ class Mixed:
     cluster_at: list[int | None]
     checks: list[tuple[int, int, Expected]] = field(default_factory=list)
     repeats: dict[int, int] = field(default_factory=dict)  # added position -> real one
+    kinds: list[str] = field(default_factory=list)  # per check: free, keep, merge or near
 
     @property
     def canary(self) -> dict[int, int | None]:
@@ -115,12 +127,12 @@ class Mixed:
         return [[c for c in (self.cluster_at[i] for i in g) if c is not None] for g in groups]
 
 
-def _choose(certain: Sequence[CertainPair], seed: object) -> list[CertainPair]:
-    """One pair of each answer, in a seeded order."""
+def _choose(certain: Sequence[CertainPair], seed: object) -> dict[str, CertainPair]:
+    """One pair of each answer (by its kind), in a seeded order."""
     chosen: dict[str, CertainPair] = {}
     for pair in sorted(certain, key=lambda p: seed_of(seed, p.a, p.b, p.member)):
-        chosen.setdefault(pair.expected, pair)
-    return list(chosen.values())
+        chosen.setdefault(KEEP if pair.expected == "keep_both" else MERGE, pair)
+    return chosen
 
 
 class _Plan:
@@ -130,14 +142,22 @@ class _Plan:
         self.where = {unit: index for index, cluster in enumerate(batch) for unit in cluster}
         self.left_out: dict[int, set[int]] = {}  # batch cluster -> members shown apart
         self.added: list[Added] = []
-        self.checks: list[tuple[Slot, Slot, Expected]] = []
+        self.checks: list[tuple[Slot, Slot, Expected, str]] = []
         self.used: set[int] = set()
+
+    def free(self, pair: CertainPair) -> bool:
+        """Whether the batch shows ``pair`` whole: its two units in two of its clusters."""
+        at_a, at_b = self.where.get(pair.a), self.where.get(pair.b)
+        return pair.member is None and at_a is not None and at_b is not None and at_a != at_b
+
+    def has_answer(self, expected: Expected) -> bool:
+        return any(check[2] == expected for check in self.checks)
 
     def add(self, unit: int, member: int | None, anchor: int | None) -> Slot:
         self.added.append((unit, member, anchor))
         return ("added", len(self.added) - 1)
 
-    def place(self, pair: CertainPair) -> None:
+    def place(self, pair: CertainPair, kind: str) -> None:
         if {pair.a, pair.b} & self.used:
             return
         self.used |= {pair.a, pair.b}
@@ -159,7 +179,7 @@ class _Plan:
             )
         else:
             first, second = self.add(pair.a, None, None), self.add(pair.b, None, None)
-        self.checks.append((first, second, pair.expected))
+        self.checks.append((first, second, pair.expected, kind))
 
 
 def _other_id(real: str, taken: set[str], seed: object) -> str:
@@ -185,16 +205,21 @@ def mix(
     show: Show,
     show_member: ShowMember,
     seed: object,
+    kinds: frozenset[str] = EVERY_KIND,
 ) -> Mixed:
-    """The records of ``batch`` (as ``show`` shows clusters) with canaries mixed in."""
+    """The records of ``batch`` (as ``show`` shows clusters) with canaries mixed in: the
+    free ones always, and of ``kinds`` (``keep``, ``merge``, ``near``) those it can add."""
     plan = _Plan(batch)
-    for pair in _choose(certain, seed):
-        plan.place(pair)
+    chosen = _choose(certain, seed)
+    if KEEP in kinds and KEEP in chosen:
+        plan.place(chosen[KEEP], FREE if plan.free(chosen[KEEP]) else KEEP)
+    if MERGE in kinds and MERGE in chosen:
+        plan.place(chosen[MERGE], FREE if plan.free(chosen[MERGE]) else MERGE)
     shown = {
         index: show(list(batch[index]), frozenset(plan.left_out.get(index, ())))
         for index in range(len(batch))
     }
-    if not any(expected == "merge" for _, _, expected in plan.checks):
+    if MERGE in kinds and not plan.has_answer("merge"):
         single = [i for i in range(len(batch)) if "merged_from" not in shown[i]]
         if single:
             # the shortest record (fewest tokens), ties by seed
@@ -202,11 +227,11 @@ def mix(
                 single,
                 key=lambda i: (len(str(shown[i].get("description"))), seed_of(seed, "copy", i)),
             )
-            plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge"))
+            plan.checks.append((("real", copied), plan.add(COPY, copied, copied), "merge", MERGE))
     near: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
-    if batch:
+    if batch and NEAR_MISS in kinds:
         near = near_miss_pair([shown[i] for i in range(len(batch))], seed_of(seed, "near"))
-        plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both"))
+        plan.checks.append((plan.add(NEAR, 0, 0), plan.add(NEAR, 1, 0), "keep_both", NEAR_MISS))
     order: list[Slot] = [("real", index) for index in range(len(batch))]
     for number, (_, _, anchor) in enumerate(plan.added):
         after = 0 if anchor is None else order.index(("real", anchor)) + 1
@@ -242,10 +267,10 @@ def mix(
             made_id = _other_id(like, ids, (seed, "near", member))
             records[at] = {**near[member], "relation_id": made_id}
     position = {slot: i for i, slot in enumerate(order)}
-    checks = [(position[x], position[y], expected) for x, y, expected in plan.checks]
+    checks = [(position[x], position[y], expected) for x, y, expected, _ in plan.checks]
     repeats = {
         position[("added", number)]: position[("real", anchor)]
         for number, (unit, member, anchor) in enumerate(plan.added)
         if unit in (COPY, -1) and anchor is not None
     }
-    return Mixed(records, cluster_at, checks, repeats)
+    return Mixed(records, cluster_at, checks, repeats, [check[3] for check in plan.checks])

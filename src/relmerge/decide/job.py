@@ -145,7 +145,7 @@ async def decide_blocks(
     config = decider.config
     packer = None
     if config.llm_pack_tokens > 0 and decider.llm.available and len(jobs) > 1:
-        packer = Packer(decider.llm, config, decider.limit, len(jobs))
+        packer = Packer(decider.llm, config, decider.limit, len(jobs), lambda: decider.canaries_on)
 
     async def one(index: int) -> BlockResult:
         ticket = packer.ticket(index) if packer is not None else None

@@ -21,16 +21,26 @@ attempts nor towards the circuit breaker, and a block that then times out alone 
 it always did. Any other spent budget or unreachable endpoint fails every block of the
 pack as its own request would have. Later questions (rounds after the first, re-asks) are
 asked alone.
+
+Canaries ride per request, not per block: each block offers its records with the canary
+pairs it could carry (``decide.canary_mix``), and a pack takes, from its blocks in a
+seeded order, near-miss, merge and keep pairs that add records, while they add at most
+``canary_tokens`` of the request's prompt tokens (none in a chunk handed out after the
+run's verdict was final).
+A pack never holds more than ``semantic_batch_size`` records of the batch at once: the
+seed's "what the model sees at once" (canary records beside them).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.canary import seed_of
+from relmerge.decide.canary_mix import ADDED_KINDS, Mixed
 from relmerge.decide.retry import (
     FAILED,
     UNAVAILABLE,
@@ -47,40 +57,55 @@ from relmerge.providers.base import LanguageModel, LLMResult
 
 # How many requests one pack may take: its first, and one retry that says what was invalid.
 PACK_ATTEMPTS = 2
+Mixer = Callable[[frozenset[str]], Mixed]  # a block's records with canaries of those kinds
 
 
 @dataclass(frozen=True)
 class Packed:
     """A block's part of a packed answer: its outcome and the request's result, or (when
     ``outcome`` is None) why the part was invalid; ``timed_out``: the pack got no answer in
-    time, so the block asks alone as if it had never been packed."""
+    time, so the block asks alone as if it had never been packed. ``mixed``: the block's
+    records as the pack showed them, with the canaries it carried (None: none)."""
 
     outcome: ClusterOutcome | None
     result: LLMResult | None
     problem: str = ""
     timed_out: bool = False
+    mixed: Mixed | None = None
 
 
 @dataclass
 class _Question:
+    """A block's first question: its own records (no canary added), its entities, and
+    how to show it with canaries (``mixer``; None: canaries off)."""
+
     index: int
-    part: cluster_many.Part
+    records: Sequence[dict[str, Any]]
+    entities: tuple[EntityContext, EntityContext]
+    mixer: Mixer | None
     future: asyncio.Future[Packed | None]
+    mixed: Mixed | None = None  # as the pack shows it (set when the pack is made)
+    _shown: dict[frozenset[str], tuple[Mixed, int]] = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
-        """The question's own records and profiles, in tokens (~4 characters a token).
+        """The question's own records and profiles, in tokens (~4 characters a token)."""
+        return cluster_many.part_tokens(cluster_many.Part(self.records, self.entities, {}))
 
-        Canary records are left out of the count (and of :attr:`records`): they ride in
-        the requests the run sends anyway, within their share of its tokens; counted,
-        they would push packs over the budget and cost requests of their own."""
-        own = cluster_many.Part(self.own_records, self.part.entities, {})
-        return cluster_many.part_tokens(own)
+    def shown(self, kinds: frozenset[str]) -> tuple[Mixed, int]:
+        """The block with the canaries of ``kinds``, and its characters as a pack shows it."""
+        if kinds not in self._shown:
+            assert self.mixer is not None
+            mixed = self.mixer(kinds)
+            part = cluster_many.Part(mixed.records, self.entities, mixed.canary)
+            self._shown[kinds] = (mixed, len(cluster_many.blocks_json([part])))
+        return self._shown[kinds]
 
     @property
-    def own_records(self) -> list[dict[str, Any]]:
-        canaries = set(self.part.canary)
-        return [r for i, r in enumerate(self.part.records) if i not in canaries]
+    def part(self) -> cluster_many.Part:
+        if self.mixed is None:
+            return cluster_many.Part(self.records, self.entities, {})
+        return cluster_many.Part(self.mixed.records, self.entities, self.mixed.canary)
 
 
 @dataclass
@@ -91,6 +116,7 @@ class Packer:
     config: DeduplicateRelationsConfig
     limit: asyncio.Semaphore
     blocks: int
+    wants_canaries: Callable[[], bool] = lambda: True  # the chunk's: see BlockDecider
     _questions: list[_Question] = field(default_factory=list)
     _settled: set[int] = field(default_factory=set)  # blocks that asked, or never will
     _sending: list[asyncio.Task[None]] = field(default_factory=list)
@@ -108,14 +134,13 @@ class Packer:
         index: int,
         records: Sequence[dict[str, Any]],
         entities: tuple[EntityContext, EntityContext],
-        canary: Mapping[int, int | None],
+        mixer: Mixer | None = None,
     ) -> Packed | None:
-        """Block ``index``'s first question: its part of a packed answer, or None when it
-        was alone in its pack (the block asks it itself)."""
+        """Block ``index``'s first question (``records``, and ``mixer`` to show them with
+        canaries): its part of a packed answer, or None when it was alone in its pack
+        (the block asks it itself)."""
         future: asyncio.Future[Packed | None] = asyncio.get_running_loop().create_future()
-        self._questions.append(
-            _Question(index, cluster_many.Part(records, entities, canary), future)
-        )
+        self._questions.append(_Question(index, records, entities, mixer, future))
         self._settle(index)
         return await future
 
@@ -131,11 +156,12 @@ class Packer:
             self._flush()
 
     def _packs(self) -> list[list[_Question]]:
-        budget, cap = self.config.llm_pack_tokens, self.config.llm_pack_records
+        budget = self.config.llm_pack_tokens
+        cap = min(self.config.llm_pack_records, self.config.semantic_batch_size)
         packs: list[list[_Question]] = []
         tokens = records = 0
         for question in sorted(self._questions, key=lambda q: q.index):
-            size, count = question.tokens, len(question.own_records)
+            size, count = question.tokens, len(question.records)
             if packs and tokens + size <= budget and records + count <= cap:
                 packs[-1].append(question)
                 tokens += size
@@ -153,7 +179,41 @@ class Packer:
                 self._sending.append(asyncio.ensure_future(self._send(pack)))
         self._questions = []
 
+    def _add_canaries(self, pack: list[_Question]) -> None:
+        """The pack's canaries (see the module): in a seeded order of blocks and kinds,
+        those whose added records fit in ``canary_tokens`` of the request's prompt tokens
+        without them."""
+        offered = [q for q in pack if q.mixer is not None]
+        if not offered:
+            return
+        kinds = {q.index: frozenset[str]() for q in offered}
+        for question in offered:
+            question.mixed = question.shown(kinds[question.index])[0]
+        plain = cluster_many.build_request(
+            [q.part for q in pack], temperature=0.0, max_answer_tokens=1
+        )
+        # In characters, as the request shows them; 2% of it kept back for what a block's
+        # own rendering cannot see (the names of later records grow by a digit).
+        prompt = sum(len(message.content) for message in plain.messages)
+        budget = 0.98 * self.config.canary_tokens * prompt
+        seed = ("pack", [q.index for q in pack])
+        order = sorted(offered, key=lambda q: seed_of(seed, q.index))
+        spent = 0
+        for turn in range(len(order)):
+            for step, kind in enumerate(ADDED_KINDS):
+                question = order[(turn + step) % len(order)]
+                have = kinds[question.index]
+                before, before_chars = question.shown(have)
+                after, after_chars = question.shown(have | {kind})
+                cost = after_chars - before_chars
+                if len(after.checks) > len(before.checks) and cost > 0 and spent + cost <= budget:
+                    kinds[question.index] = have | {kind}
+                    question.mixed = after
+                    spent += cost
+
     async def _send(self, pack: list[_Question]) -> None:
+        if self.wants_canaries():
+            self._add_canaries(pack)
         parts = [question.part for question in pack]
         config = self.config
         try:
@@ -198,7 +258,7 @@ class Packer:
             if isinstance(outcome, InvalidAnswerError):
                 question.future.set_result(Packed(None, result, str(outcome)))
             else:
-                question.future.set_result(Packed(outcome, result))
+                question.future.set_result(Packed(outcome, result, mixed=question.mixed))
 
 
 @dataclass

@@ -8,25 +8,38 @@ them with the run's wrapped model under one semaphore of ``concurrency`` (the gl
 limit), and replies; local worker processes have a pipe to the driver instead
 (``engines.processes``). Accounting, cache, budget and circuit breaker thus stay exactly where
 a local run keeps them; a worker's question that got no answer at all is reported to the
-driver's breaker through the same queue (``note_unreachable``). Errors cross the process
-boundary as plain tuples: ``ProviderError`` has a keyword-only constructor that pickle
-cannot call.
+driver's breaker through the same queue (``note_unreachable``), and how a request's canaries
+were answered goes to the driver's verdict as a :class:`CanaryNote`, asked like a request,
+so the verdict has heard them before the chunk's result lands and a model it stops is
+asked nothing more. Errors cross the process boundary as plain tuples: ``ProviderError``
+has a keyword-only constructor that pickle cannot call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from relmerge.decide.retry import report_unreachable
 from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderError
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, hear_canaries
 
 Outcome = tuple[str, Any]  # ("ok", LLMResult) | ("provider", (message, retryable, attempts,
 # kind, transport, timed_out)) | ("error", message); kind: "budget", "unavailable" or ""
 
 _UNREACHABLE = -1  # the request id of a note for the breaker, not a request
+
+
+@dataclass(frozen=True)
+class CanaryNote:
+    """How one request of a worker answered its canaries (of chunk ``chunk``), for the
+    driver's verdict."""
+
+    answers: tuple[bool | None, ...]
+    chunk: int | None = None
 
 
 def provider_failure(error: ProviderError) -> Outcome:
@@ -144,14 +157,25 @@ class GatewayModel:
     to the driver's accounting when the worker's results come back.
     """
 
-    def __init__(self, gateway: Door | None, name: str, available: bool) -> None:
+    def __init__(
+        self, gateway: Door | None, name: str, available: bool, chunk: int | None = None
+    ) -> None:
         self.gateway = gateway
         self.name = name
         self.available = available
+        self.chunk = chunk  # the chunk this worker's requests belong to
 
     def note_unreachable(self) -> None:
         if self.gateway is not None:
             self.gateway.note_unreachable()
+
+    async def hear_canaries(self, answers: Sequence[bool | None], chunk: int | None = None) -> None:
+        """To the driver's verdict, through the door (asked like a request: once it is
+        answered, the driver has heard it)."""
+        if self.gateway is None:
+            return
+        note = CanaryNote(tuple(answers), self.chunk if chunk is None else chunk)
+        raise_failure(await self.gateway.ask(note))
 
     async def invoke(self, request: LLMRequest) -> LLMResult:
         if self.gateway is None:
@@ -163,8 +187,12 @@ class GatewayModel:
 
 
 async def answer(model: Any, request: Any, errors: list[BaseException]) -> Outcome:
-    """``model``'s answer to a worker's request, as an outcome that crosses processes."""
+    """``model``'s answer to a worker's request, as an outcome that crosses processes (a
+    :class:`CanaryNote` is heard by the model's canary listener)."""
     try:
+        if isinstance(request, CanaryNote):
+            await hear_canaries(model, request.answers, request.chunk)
+            return "ok", None
         return "ok", await model.invoke(request)
     except ProviderError as error:
         return provider_failure(error)
@@ -185,7 +213,8 @@ class GatewayServer:
         self._answering: set[asyncio.Task[None]] = set()
 
     async def _answer(self, request_id: int, request: LLMRequest) -> None:
-        async with self.limit:
+        limit = self.limit if not isinstance(request, CanaryNote) else contextlib.nullcontext()
+        async with limit:
             outcome = await answer(self.model, request, self.errors)
         await landed(self.gateway.reply.remote(request_id, outcome))
 

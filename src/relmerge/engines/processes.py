@@ -23,13 +23,14 @@ import time
 import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from relmerge.cputime import process_cpu_seconds
 from relmerge.decide.retry import report_unreachable
 from relmerge.engines.base import ChunkRun, collect, embed_driver_texts
-from relmerge.engines.gateway import Outcome, answer, raise_failure
+from relmerge.engines.gateway import CanaryNote, Outcome, answer, raise_failure
 from relmerge.engines.process_worker import HEADER, frame
 from relmerge.engines.workers import DeskModel, worker_setup
 from relmerge.errors import ConfigError, WorkerDied
@@ -245,7 +246,9 @@ class ProcessEngine:
             future.set_result(value)
 
     async def _answer(self, worker: _Worker, request_id: int, door: str, request: Any) -> None:
-        async with self._limits[door]:
+        # A canary note waits for no request: the verdict hears it at once.
+        limit = self._limits[door] if not isinstance(request, CanaryNote) else nullcontext()
+        async with limit:
             outcome = await answer(self._models[door], request, self._errors)
         if worker.process.returncode is None:
             with contextlib.suppress(ConnectionError):

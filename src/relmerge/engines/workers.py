@@ -79,7 +79,7 @@ async def work_on_worker(
     # and passes unanswered questions on to the driver's breaker; the run's limits, cache
     # and progress are the driver's stack, behind the door.
     gateway = GatewayModel(
-        llm if setup.llm_available else None, setup.llm_name, setup.llm_available
+        llm if setup.llm_available else None, setup.llm_name, setup.llm_available, task.number
     )
     model = build_model_stack(gateway, setup.settings.config, run_limits=False)
     embedder = None

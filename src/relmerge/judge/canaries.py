@@ -1,7 +1,8 @@
-"""The judge's canaries: its model measured over a rolling window of certain questions.
+"""The judge's canaries: its model weighed by a sequential test that renews.
 
-A live graph's judge has no run to end: its model is measured on the latest
-``window`` canary answers (``relmerge.decide.canary.CanaryTally``). The canaries are the
+A live graph's judge has no run to end: its model's canary answers feed the run's
+sequential test (``relmerge.decide.sequential``), which starts again after each trust
+verdict, so a model that changes behind the same name is still caught. The canaries are the
 run's (``relmerge.decide.canary_mix``) made of the check's own records: a word-for-word
 copy of an existing relation under a redrawn id (must map together) and, among the rules'
 hard keeps, a known-directed relation against its reversed twin (must stay apart).
@@ -11,11 +12,11 @@ hard keeps, a known-directed relation against its reversed twin (must stay apart
 - A pairwise question (``check``) earns ``canaries`` of credit; a whole one is spent on
   one canary asked as a ``relation_judge`` question of its own, after the check's.
 
-Below ``canary_agreement`` on ``canary_min`` or more of the window's answers (surely
-below, at ``canary_confidence``) the model is distrusted, for as long as the judge
-lives: the check that tipped it and every later one go to the clarifier (or the policy)
-with the reason "the model answered k of n certain questions right" — ``llm_outcome``
-``distrusted`` — and the model is asked nothing more.
+When the test stops the model, it is distrusted for as long as the judge lives: the
+check that tipped it and every later one go to the clarifier (or the policy) with the
+reason "the model answered k of n certain questions right", the rule and the boundary
+crossed — ``llm_outcome`` ``distrusted`` — and the model is asked nothing more. While the
+test has decided nothing, the model's answers are applied.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.decide.canary import Canary, CanaryTally, ask_canary, pick, seed_of
+from relmerge.decide.canary import Canary, ask_canary, pick, seed_of
 from relmerge.decide.canary_mix import CertainPair, Mixed, mix
+from relmerge.decide.sequential import SequentialTest
 from relmerge.decide.tiers import PairDecision
 from relmerge.judge.outcome import NoLLMVerdict
 from relmerge.model import EntityContext
 from relmerge.providers.base import LanguageModel
-
-WINDOW = 50  # canary answers the judge's verdict on its model looks at
 
 
 def certain_pairs(
@@ -49,11 +49,11 @@ def certain_pairs(
 
 
 class JudgeCanaries:
-    """The judge's tally (rolling ``window``), credit for pairwise checks, and figures."""
+    """The judge's sequential test (renewing), credit for pairwise checks, and figures."""
 
-    def __init__(self, config: DeduplicateRelationsConfig, window: int = WINDOW) -> None:
+    def __init__(self, config: DeduplicateRelationsConfig) -> None:
         self.config = config
-        self.tally = CanaryTally.of(config, window)
+        self.test = SequentialTest.of(config, renews=True)
         self.credit = 0.0
         self.mixed = 0  # canaries answered inside real relation_cluster requests
         self.extra = 0  # canaries asked as requests of their own
@@ -65,38 +65,39 @@ class JudgeCanaries:
 
     @property
     def distrusted(self) -> bool:
-        return self.tally.distrusted
+        return self.test.distrusted
 
     @property
     def why(self) -> NoLLMVerdict:
         """The verdict of a check the distrusted model may not decide."""
-        reason = self._reason or self.tally.reason()
+        reason = self._reason or self.test.reason()
         return NoLLMVerdict("distrusted", reason, reason)
 
     def figures(self) -> dict[str, Any]:
-        """What the judge measured, for an app's logs (``RelationJudge.canaries``)."""
-        tally = self.tally
+        """What the judge measured, for an app's logs (``RelationJudge.canaries``): the
+        counts, the test's verdict, the rule and the answers it was reached on."""
+        test = self.test
         return {
-            "asked": tally.asked,
-            "answered": tally.answered,
-            "right": tally.right,
-            "agreement": tally.agreement,
-            "window": tally.window,
+            "asked": test.asked,
+            "answered": test.answered,
+            "right": test.right,
+            "agreement": test.agreement,
+            **test.figures(),
+            "trusted_tests": test.trusted_tests,
             "in_requests": self.mixed,
             "extra_requests": self.extra,
-            "distrusted": tally.distrusted,
-            "reason": self._reason,
+            "distrusted": test.distrusted,
+            "reason": self._reason or (test.reason() if test.asked else None),
         }
 
     def add(self, answers: Sequence[bool | None], *, mixed: bool) -> None:
         if self.distrusted:
-            return  # sticky: later answers (of requests sent before) change nothing
-        for right in answers:
-            self.tally.add(right)
+            return  # final: later answers (of requests sent before) change nothing
+        self.test.extend(answers)
         if mixed:
             self.mixed += len(answers)
-        if self.tally.distrusted:
-            self._reason = self.tally.reason()
+        if self.test.distrusted:
+            self._reason = self.test.reason()
 
     def mix(self, records: list[dict[str, Any]], certain: Sequence[CertainPair]) -> Mixed:
         """``records`` with canaries mixed in (each record a cluster of its own)."""
@@ -136,7 +137,7 @@ class JudgeCanaries:
             )
             for x, y, expected in mixed.checks
         ]
-        chosen = pick(offered, 1, ("judge", seed_of(key, self.tally.asked)))
+        chosen = pick(offered, 1, ("judge", seed_of(key, self.test.asked)))
         self.credit -= len(chosen)
         self.extra += len(chosen)
         for canary in chosen:

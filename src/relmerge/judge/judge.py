@@ -38,7 +38,7 @@ from relmerge.decide.retry import GroupFailed
 from relmerge.decide.text import embedding_text
 from relmerge.decide.tiers import PairDecision
 from relmerge.judge.batch import check_batch
-from relmerge.judge.canaries import WINDOW, JudgeCanaries, certain_pairs
+from relmerge.judge.canaries import JudgeCanaries, certain_pairs
 from relmerge.judge.checks import (
     KEEP_REASONS,
     JudgeContext,
@@ -81,7 +81,6 @@ class RelationJudge:
         config: DeduplicateRelationsConfig | None = None,
         clarifier: Clarifier | None = None,
         memory: AnswerMemory | None = None,
-        canary_window: int = WINDOW,
     ) -> None:
         self.config = config or DeduplicateRelationsConfig()
         # No run limits: a budget or a breaker of a run would outlive it in an app.
@@ -97,13 +96,13 @@ class RelationJudge:
         self.lexicon = lexicon_for(self.config)
         self._llm_check = Preflight(self.llm)
         self._embedder_check = Preflight(self.embedder)
-        self.canary_desk = JudgeCanaries(self.config, canary_window)
+        self.canary_desk = JudgeCanaries(self.config)
 
     @property
     def canaries(self) -> dict[str, Any]:
-        """How the model answered its canary questions over the latest ``canary_window``
-        answers (``relmerge.judge.canaries``): counts, agreement, whether it is distrusted
-        (then no LLM merge is applied: checks go to the clarifier, saying why)."""
+        """How the model answered its canary questions (``relmerge.judge.canaries``):
+        counts, agreement, the sequential test's verdict and rule, whether it is
+        distrusted (then no LLM merge is applied: checks go to the clarifier, saying why)."""
         return self.canary_desk.figures()
 
     @property

@@ -9,6 +9,7 @@ invalid.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,9 @@ def build_request(
 
 
 class _Resolver:
+    """What an answer's references name: record ids (a merged record's ``merged_from``
+    too) and ``"Node1||Node2"`` pairs; ``by_id`` collects the positions named by id."""
+
     def __init__(self, records: Sequence[dict[str, Any]]) -> None:
         self.by_id = {str(r["relation_id"]): i for i, r in enumerate(records)}
         # A record standing for a merged cluster shows its members' ids: they name it too.
@@ -135,6 +139,7 @@ class _Resolver:
             field: self.names
             for field in ("Node1", "Node2", "source_entity_name", "target_entity_name")
         }
+        self.named: set[int] = set()  # positions some reference named by id
 
     def resolve(self, ref: Any, where: str) -> list[int]:
         """Record indices named by ``ref``: an id of the request, or one of its pairs."""
@@ -142,6 +147,7 @@ class _Resolver:
             raise InvalidAnswerError(f"{where}: {shown(ref)} is not a relation id")
         ref = ref.strip()
         if ref in self.by_id:
+            self.named.add(self.by_id[ref])
             return [self.by_id[ref]]
         if ref in self.by_pair:
             return self.by_pair[ref]
@@ -198,9 +204,12 @@ def validate_answer(
 
     ``canary``: positions of canary records (``relmerge.decide.canary_mix``), each with
     the real record it repeats word for word, if any. They join no group of real records
-    (a canary cannot bridge two of them), a group the model mixed another one into
-    writes no fields (its text is not the group's), and how the model grouped them is in
-    ``together`` and ``doubted``."""
+    (a canary cannot bridge two of them), and how the model grouped them is in
+    ``together`` and ``doubted`` (a ``"Node1||Node2"`` pair names every record between
+    them, canaries too). A group the model mixed another one into writes no fields when
+    it named that canary by id, or when its text borrows words of the canary's that no
+    real record of the request has: its text is then not the group's (see
+    :func:`_borrows`). A group keyed by its entity pair keeps the model's text."""
     if not isinstance(parsed, dict):
         raise InvalidAnswerError("the answer is not a JSON object")
     table = parsed.get("mapping_table")
@@ -245,8 +254,32 @@ def validate_answer(
         kept = [i for i in component if i not in doubted]
         if len(kept) > 1:
             outcome.groups.append(kept)
-    _read_fields(parsed, resolver, outcome, keys, real_listed, canary)
+    _read_fields(parsed, resolver, outcome, keys, real_listed, canary, records)
     return outcome
+
+
+_WORD = re.compile(r"[^\W\d_]{4,}|\d+|[\u3400-\u9fff\uf900-\ufaff]{2}")
+
+
+def _words(text: str) -> set[str]:
+    """Words (four letters or more), numbers, and pairs of CJK characters: what a text
+    borrowed from another shows of it, in any language."""
+    text = text.casefold()
+    cjk = re.findall(r"[\u3400-\u9fff\uf900-\ufaff]+", text)
+    pairs = {run[i : i + 2] for run in cjk for i in range(len(run) - 1)}
+    return {w for w in _WORD.findall(text) if not w[0] >= "\u3400"} | pairs
+
+
+def _borrows(text: str, foreign: list[str], real: list[str]) -> bool:
+    """Whether ``text`` (a merged description) shows words of a ``foreign`` canary text
+    that no ``real`` record of the request has: a number, or two words."""
+    own = set().union(*(_words(t) for t in real)) if real else set()
+    written = _words(text)
+    for other in foreign:
+        borrowed = (_words(other) - own) & written
+        if any(w.isdigit() for w in borrowed) or len(borrowed) >= 2:
+            return True
+    return False
 
 
 def _read_fields(
@@ -256,20 +289,31 @@ def _read_fields(
     keys: list[str],
     real_listed: list[list[int]],
     canary: Mapping[int, int | None],
+    records: Sequence[dict[str, Any]],
 ) -> None:
     """The fields the model wrote for each merged group, into ``outcome.fields``: none
-    for a group it mixed a canary into that repeats none of its records."""
-    mixed = {
-        i
-        for group in outcome.together
-        if any(c in group and canary[c] not in group for c in canary)
-        for i in group
-    }
+    for a group it mixed a canary into that repeats none of its records, when it named
+    that canary by id or its text borrows the canary's words."""
+    foreign: dict[int, set[int]] = {}  # real group position -> canaries mixed into it
+    for group in outcome.together:
+        strangers = {c for c in canary if c in group and canary[c] not in group}
+        for position, merged in enumerate(outcome.groups):
+            if strangers and set(merged) <= set(group):
+                foreign[position] = strangers
+    real_texts = [str(r.get("description", "")) for i, r in enumerate(records) if i not in canary]
+
+    def taints(position: int, description: str) -> bool:
+        strangers = foreign.get(position, set())
+        if strangers & resolver.named:
+            return True
+        texts = [str(records[c].get("description", "")) for c in strangers]
+        return bool(texts) and _borrows(description, texts, real_texts)
+
     key_to_group = {
         key: position
         for key, group in zip(keys, real_listed, strict=True)
         for position, merged in enumerate(outcome.groups)
-        if set(group) & set(merged) and not set(merged) & mixed
+        if set(group) & set(merged)
     }
     entries = parsed.get("relation_list") or []
     if not isinstance(entries, list):
@@ -283,5 +327,7 @@ def _read_fields(
             continue  # about a canary record: its fields are nobody's
         for key, group_index in key_to_group.items():
             if key == ref or referenced & set(outcome.groups[group_index]):
+                if taints(group_index, fields["description"]):
+                    continue
                 refuse_truncated(fields["description"], where)
                 outcome.fields.setdefault(group_index, fields)

@@ -6,6 +6,7 @@ answers live once, outside the providers, so every provider behaves the same.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -140,6 +141,30 @@ class UnreachableCounter(Protocol):
     breaker, or on a worker the door to the driver's breaker)."""
 
     def note_unreachable(self) -> None: ...
+
+
+@runtime_checkable
+class CanaryListener(Protocol):
+    """The layer that hears how the model answered a request's canaries as soon as the
+    answer is read (a run's canary gate; on a worker, the door to the driver's): the
+    verdict weighs them at once, so a model it stops is asked nothing more. ``chunk``:
+    the chunk of the run they came from, where a worker says (None: the one being worked
+    here)."""
+
+    async def hear_canaries(
+        self, answers: Sequence[bool | None], chunk: int | None = None
+    ) -> None: ...
+
+
+async def hear_canaries(
+    component: object, answers: Sequence[bool | None], chunk: int | None = None
+) -> None:
+    """Tell the outermost listening layer of ``component`` (if any) how its canaries
+    were answered."""
+    found = (layer for layer in layers(component) if isinstance(layer, CanaryListener))
+    listener = next(found, None)
+    if listener is not None and answers:
+        await listener.hear_canaries(answers, chunk)
 
 
 def preflighter(component: object) -> Preflightable | None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from relmerge.decide.canary import rule_text
+from relmerge.decide.sequential import TestRule, tally_words, verdict_words
 from relmerge.report.model import (
     Clarification,
     MergedGroup,
@@ -210,32 +210,31 @@ def _llm_text(data: ReportData) -> str:
 
 def _canary_text(canaries: dict[str, Any]) -> str:
     """How the model answered the canary questions (pairs whose answer is certain), the
-    rule that judges it, and whether its merges were applied."""
-    asked = as_int(canaries.get("asked"))
-    if not asked:
+    verdict, the rule that reached it, and whether its merges were applied."""
+    if not as_int(canaries.get("asked")):
         return ""
-    answered, right = as_int(canaries.get("answered")), as_int(canaries.get("right"))
-    minimum = as_int(canaries.get("minimum"))
-    threshold, confidence = canaries.get("threshold"), canaries.get("confidence")
-    rule = ""
-    if isinstance(threshold, int | float):
-        sure = confidence if isinstance(confidence, int | float) else 0.5  # older results
-        rule = f"{rule_text(threshold, sure)} on at least {minimum} answers, its merges are "
-        rule += "not applied"
+    rule = canaries.get("rule")
+    stated = ""
+    if isinstance(rule, dict):
+        try:
+            stated = TestRule(
+                float(rule["good_agreement"]),
+                float(rule["bad_agreement"]),
+                float(rule["false_stop"]),
+                float(rule["false_trust"]),
+            ).text()
+        except (KeyError, TypeError, ValueError):
+            stated = ""
+    tally = tally_words(canaries).replace(" right", "", 1)
+    verdict = e(verdict_words(canaries))
     if canaries.get("distrusted"):
-        verdict = (
-            f"<strong>distrusted</strong>: {e(canaries.get('reason'))}; its pairs are in "
-            "the clarifications"
-        )
-    elif answered < minimum:
-        verdict = f"too few to judge the model (fewer than {minimum})"
-    else:
-        verdict = "trusted: its merges are applied"
-    unanswered = f" ({asked - answered} unanswered)" if asked > answered else ""
+        verdict += f" (<strong>distrusted</strong>: {e(canaries.get('reason'))}; its pairs are in "
+        verdict += "the clarifications)"
+    rule_text = f" The rule: {e(stated)}." if stated else ""
     return (
         '<h3 id="canaries">Canary questions</h3>'
-        f'<p id="canary-agreement">The model answered <strong>{right} of {answered}</strong> '
-        f"certain questions right{unanswered}; {e(rule)}: {verdict}.</p>"
+        f'<p id="canary-agreement">The model answered <strong>{e(tally)}</strong> certain '
+        f"questions right: {verdict}.{rule_text}</p>"
     )
 
 

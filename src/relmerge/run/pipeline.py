@@ -197,10 +197,10 @@ async def _deduplicate(
         if settings.report:
             with run.clock.timed("embed"), run.meter.stage("plan"):
                 needs = await _report_needs(intake, config, EngineEmbedder(engine, chunk_run, ""))
-        results = engine.run_chunks(chunk_run, _tasks(intake, chunks, needs))
         rework = _rework(intake, chunks, needs, chunk_run, engine)
-        run.canaries = CanaryDesk(config, run.models.model, run.models.gate, rework)
-        await _work_chunks(run, results, work, report, run.canaries)
+        desk = run.canaries = CanaryDesk(config, run.models.model, run.models.gate, rework)
+        results = engine.run_chunks(chunk_run, _tasks(intake, chunks, needs, lambda: desk.wanted))
+        await _work_chunks(run, results, work, report, desk)
         named = EngineEmbedder(engine, chunk_run, embedder.name if embedder is not None else "")
         issues = await _after_chunks(run, report, named)
     except BaseException:
@@ -228,13 +228,18 @@ async def _deduplicate(
 
 
 def _tasks(
-    intake: Intake, chunks: list[npt.NDArray[np.int64]], needs: npt.NDArray[np.bool_] | None
+    intake: Intake,
+    chunks: list[npt.NDArray[np.int64]],
+    needs: npt.NDArray[np.bool_] | None,
+    canaries: Callable[[], bool] = lambda: False,
 ) -> Iterator[ChunkTask]:
-    """The chunks as the engine takes them: read from the spool one at a time."""
+    """The chunks as the engine takes them: read from the spool one at a time, each told
+    whether the verdict still wants canaries (``canaries``) when it is read."""
     for number, chunk in enumerate(chunks):
         indices = chunk.tolist()
         wanted = None if needs is None else frozenset(chunk[needs[chunk]].tolist())
-        yield ChunkTask(number, indices, intake.spool.load_raw(indices), wanted)
+        raw = intake.spool.load_raw(indices)
+        yield ChunkTask(number, indices, raw, wanted, canaries=canaries())
 
 
 async def _report_needs(
@@ -262,8 +267,8 @@ async def _work_chunks(
     report: EntityReport | None,
     desk: CanaryDesk,
 ) -> None:
-    """Each chunk's result as the engine hands it back (in plan order): its canaries
-    asked, then (once the model is judged, see ``run.canaries``) counted, its relations
+    """Each chunk's result as the engine hands it back (in plan order): its earned
+    canaries asked, then (once the model is judged, see ``run.canaries``) counted, its relations
     written, its decisions and clarifications logged."""
     clock, meter = run.clock, run.meter
     async with aclosing(results):

@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from relmerge.config import DeduplicateRelationsConfig
+from relmerge.decide.sequential import TestRule
 from relmerge.io.records import Rejected
 from relmerge.model import STEP_NAME, ExtractedRelation, StepIssue
 from relmerge.run.cost import Cost
@@ -50,50 +51,56 @@ class Breaker:
 
 @dataclass(frozen=True)
 class Canaries:
-    """The canary questions (``relmerge.run.canaries``): the share of requests they may
-    cost, how many were asked, answered (validly) and answered right, the agreement, the
-    rule (``minimum`` answers, ``threshold``, ``confidence``), whether the model was
-    distrusted (its merges not applied), why, and the chunks worked again without it."""
+    """The canary questions (``relmerge.run.canaries``): how many were asked, answered
+    (validly) and answered right, the agreement, and the verdict of the sequential test
+    (``relmerge.decide.sequential``): ``verdict`` (trusted, distrusted, not_judged), the
+    ``rule`` it applied, the answers it had when it crossed a boundary
+    (``decided_after``), its ``evidence`` then, and ``reason``, the verdict in words.
+    ``distrusted``: the model's merges were not applied; ``reworked_chunks``: chunks
+    worked again without it. ``rate``: the share of requests canaries asked alone may
+    add; ``tokens``: the share of a packed request's prompt tokens its canaries may add."""
 
     rate: float = 0.0
     asked: int = 0
     answered: int = 0
     right: int = 0
     agreement: float | None = None
-    minimum: int = 0
-    threshold: float = 0.0
+    verdict: str = "not_judged"
+    rule: dict[str, Any] = field(default_factory=dict)
+    decided_after: dict[str, Any] | None = None
+    evidence: float = 0.0
     distrusted: bool = False
     reason: str | None = None
     reworked_chunks: int = 0
     in_requests: int = 0  # of ``asked``: mixed into the blocks' own requests
     extra_requests: int = 0  # of ``asked``: asked as requests of their own
-    confidence: float = 0.5  # how sure "below threshold" must be (a Wilson upper bound)
+    tokens: float = 0.0
 
 
 def canary_figures(desk: Any, config: DeduplicateRelationsConfig) -> Canaries:
     """The result's ``canaries`` from the run's desk (None: no chunk was worked)."""
     if desk is None:
         return Canaries(
-            config.canaries,
-            minimum=config.canary_min,
-            threshold=config.canary_agreement,
-            confidence=config.canary_confidence,
+            config.canaries, rule=TestRule.of(config).figures(), tokens=config.canary_tokens
         )
-    tally = desk.tally
+    test = desk.test
+    verdict = desk.figures()
     return Canaries(
         config.canaries,
-        tally.asked,
-        tally.answered,
-        tally.right,
-        tally.agreement,
-        config.canary_min,
-        config.canary_agreement,
+        test.asked,
+        test.answered,
+        test.right,
+        test.agreement,
+        verdict["verdict"],
+        verdict["rule"],
+        verdict["decided_after"],
+        verdict["evidence"],
         desk.reason is not None,
-        desk.reason,
+        verdict["reason"],
         desk.reworked,
         desk.mixed,
         desk.extra,
-        config.canary_confidence,
+        config.canary_tokens,
     )
 
 

@@ -11,8 +11,9 @@ guards, LLM judge (with both entities' profiles: the store's and the batch's),
 clarifications and remembered answers as in ``relmerge run``. The batch id is a digest
 of the input and the settings, so the same batch merged again is ``already_applied``
 and changes nothing; its mapping and decisions then come from the store. The model's
-canary answers are kept in the store across batches (``run.store_canaries``): a model
-they distrust is asked nothing, and its pairs go to clarifications with the reason.
+canary answers feed a sequential test kept in the store across batches
+(``run.store_canaries``): a model it stops is asked nothing more, and its pairs go to
+clarifications with the reason.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class StoreMergeResult:
     vectors_from_store: int
     vectors_computed: int
     seconds: float
-    # The model's canaries (``run.store_canaries``): this batch's, and the store's window.
+    # The model's canaries (``run.store_canaries``): this batch's, and the store's test.
     canaries: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,7 +270,7 @@ class _Merge:
         self.retries = 0
         self.on_write: Callable[[int], None] | None = None
         self.store_entities: dict[str, EntityContext] = {}  # the endpoints' stored profiles
-        self.canaries = StoreCanaries(self.store, owner.config, self.models.model)
+        self.canaries = StoreCanaries(self.store, owner.config, self.models.model, self.models.gate)
 
     async def run(self) -> StoreMergeOutput:
         earlier = await self.store.batch(self.batch_id)

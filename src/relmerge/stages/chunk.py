@@ -93,13 +93,15 @@ class ChunkTask:
     ``report_needs``: the input indices whose unit the cross-block report may compare,
     so a unit alone in its block is embedded only if listed (None: every unit).
     ``pinned``: the input indices of relations already stored (a merge into a store):
-    two of them are never merged nor judged against each other."""
+    two of them are never merged nor judged against each other. ``canaries``: whether the
+    run's verdict still wanted canaries when the chunk was handed out."""
 
     number: int
     indices: list[int]
     relations: list[ExtractedRelation] | list[bytes]
     report_needs: frozenset[int] | None = None
     pinned: frozenset[int] = frozenset()
+    canaries: bool = True
 
     def originals(self) -> dict[int, ExtractedRelation]:
         parsed = [
@@ -199,8 +201,9 @@ class ChunkResult:
     new_vectors: list[tuple[str, bytes]] = field(default_factory=list)  # for the run cache
     llm_questions: int = 0  # requests its blocks sent the LLM (canaries are earned by them)
     canaries: list[Canary] = field(default_factory=list)  # certain pairs, for the driver
-    # The canaries mixed into its blocks' requests, answered in block order (None:
-    # unsure), and the requests that carried none (they earn asked canaries).
+    # The canaries mixed into its blocks' requests, as answered (None: unsure; the
+    # verdict heard each as it came), and the requests that carried none (they earn
+    # canaries asked on their own).
     canary_answers: list[bool | None] = field(default_factory=list)
     bare_questions: int = 0
 
@@ -305,6 +308,7 @@ async def _semantic_stage(
         report=report,
         shared_names=settings.shared_names,
         pinned=task.pinned,
+        canaries=task.canaries,
     )
     needs = task.report_needs
     with meter.stage("embed"), working_on(progress, "embed"):

@@ -257,3 +257,160 @@ async def test_relmerges_own_step_points_a_heta_model_to_this_integration() -> N
     step = CoreStep(CoreConfig(semantic_merge=False))
     with pytest.raises(InputError, match=r"relmerge\.integrations\.heta"):
         await step.run(context)
+
+
+class _PairKeyModel:
+    """A model in heta-framework's protocol that answers as the seed's example does: a
+    mapping table keyed by ``"Node1||Node2"`` and one merged relation with its own
+    description (``borrow``: the description also copies a record the batch does not
+    have, as a careless model summarising everything it saw would). It keeps every
+    record apart in a packed request, and records what each request showed."""
+
+    def __init__(self, batch: list[dict[str, Any]], borrow: bool = False) -> None:
+        self.batch = {str(r["description"]) for r in batch}
+        self.borrow = borrow
+        self.shown: list[list[dict[str, Any]]] = []
+
+    @property
+    def model_name(self) -> str:
+        return "heta-pair-keys"
+
+    async def invoke(self, request: Any) -> Any:
+        from heta_framework.common.models import ModelResult, TokenUsage
+
+        prompt = request.prompt or ""
+        data = orjson.loads(prompt.split("```json\n", 1)[1].split("\n```", 1)[0])
+        if data and "records" in data[0]:  # a packed request: its blocks' records
+            records = [r for block in data for r in block["records"]]
+            answer: dict[str, Any] = {
+                "blocks": [{"block": b["block"], "mapping_table": {}} for b in data]
+            }
+        elif "relation_judge" in (request.system_prompt or ""):
+            records = data
+            answer = {"verdict": "keep_both", "reason": "two facts"}
+        else:
+            records = data
+            first = records[0]
+            pair = f"{first['source_entity_name']}||{first['target_entity_name']}"
+            text = "Ada Lind has led Norrbeck Systems as its chief executive since 2015."
+            if self.borrow:
+                text += " " + next(
+                    str(r["description"]) for r in records if r["description"] not in self.batch
+                )
+            entry = {
+                "Node1": first["source_entity_name"],
+                "Node2": first["target_entity_name"],
+                "Relation": "ceo of",
+                "Type": "employment",
+                "Description": text,
+                "Attr": {},
+                "merge_tag": True,
+            }
+            answer = {"relation_list": [entry], "mapping_table": {pair: [pair]}}
+        self.shown.append(records)
+        text = orjson.dumps(answer).decode()
+        return ModelResult(
+            text=text,
+            parsed=answer,
+            model_name=self.model_name,
+            token_usage=TokenUsage(len(prompt) // 4, len(text) // 4, None),
+            finish_reason="stop",
+        )
+
+    async def invoke_many(self, requests: list[Any]) -> list[Any]:
+        return [await self.invoke(request) for request in requests]
+
+    async def stream(self, request: Any) -> Any:
+        from heta_framework.common.models import ModelChunk
+
+        result = await self.invoke(request)
+        yield ModelChunk(text_delta=result.text, model_name=self.model_name)
+
+
+def _ceo_records() -> list[dict[str, Any]]:
+    """Three wordings of one fact between the same two entities, one way."""
+    texts = [
+        "Ada Lind became CEO of Norrbeck Systems in 2015.",
+        "Since 2015 Ada Lind has been the chief executive of Norrbeck Systems.",
+        "Norrbeck Systems is run by Ada Lind, its CEO from 2015.",
+    ]
+    return [
+        {
+            "relation_id": f"ceo_{i}",
+            "chunk_id": f"chunk_{i}",
+            "document_id": "doc_1",
+            "source_entity_id": "e_ada",
+            "target_entity_id": "e_norrbeck",
+            "source_entity_name": "Ada Lind",
+            "target_entity_name": "Norrbeck Systems",
+            "type": "employment",
+            "name": name,
+            "description": text,
+            "attributes": {},
+            "source_chunk_ids": [f"chunk_{i}"],
+        }
+        for i, (name, text) in enumerate(
+            zip(["ceo of", "chief executive of", "runs"], texts, strict=True)
+        )
+    ]
+
+
+_LLM_ONLY = {"auto_merge_cosine": None, "auto_keep_cosine": -1.0}
+
+
+@pytest.mark.parametrize("borrow", [False, True])
+async def test_a_pair_keyed_answer_keeps_the_models_description_beside_canaries(
+    tmp_path: Path, borrow: bool
+) -> None:
+    """Seed contract: ``"上海市||徐汇区": ["上海市||徐汇区"]`` names the records between two
+    entities. With canary records in the same request (the default), the real records
+    merge under the model's own Description; one that copies a canary's text is not
+    taken (the members' texts are joined instead): made-up facts never reach the graph."""
+    batch = _ceo_records()
+    store = LocalObjectStore(tmp_path / "objects")
+    keys = await put_relations(store, batch)
+    model = _PairKeyModel(batch, borrow)
+    step = DeduplicateRelations(DeduplicateRelationsConfig(**_LLM_ONLY))
+    result = await build(step, store, _artifacts(keys, {}), model, HetaProtocolEmbedder())
+    assert result.record.status == "succeeded", result.record.step_records[0].error
+    (shown,) = model.shown
+    assert len(shown) > len(batch)  # canary records rode in the request
+    mapping = result.artifacts["relation_id_mapping"]
+    assert len(set(mapping.values())) == 1
+    (key,) = result.artifacts["deduplicated_relation_keys"]
+    merged = orjson.loads((tmp_path / "objects" / key).read_bytes())
+    if borrow:
+        assert all(r["description"] in merged["description"] for r in batch)
+        assert "chief executive since 2015" not in merged["description"]
+    else:
+        assert merged["description"] == (
+            "Ada Lind has led Norrbeck Systems as its chief executive since 2015."
+        )
+
+
+async def test_no_request_holds_more_records_than_semantic_batch_size(tmp_path: Path) -> None:
+    """Seed contract: ``semantic_batch_size`` is what the model sees of the batch at once.
+    Four blocks of two records, the size 3: no request, packed or not, shows more than
+    three of the batch's records (canary records beside them)."""
+    batch = []
+    for block in range(4):
+        for item in _ceo_records()[:2]:
+            batch.append(
+                {
+                    **item,
+                    "relation_id": f"{item['relation_id']}_{block}",
+                    "source_entity_id": f"e_person{block}",
+                    "source_entity_name": f"Person {block}",
+                    "description": item["description"].replace("Ada Lind", f"Person {block}"),
+                }
+            )
+    store = LocalObjectStore(tmp_path / "objects")
+    keys = await put_relations(store, batch)
+    model = _PairKeyModel(batch)
+    step = DeduplicateRelations(DeduplicateRelationsConfig(**_LLM_ONLY, semantic_batch_size=3))
+    result = await build(step, store, _artifacts(keys, {}), model, HetaProtocolEmbedder())
+    assert result.record.status == "succeeded", result.record.step_records[0].error
+    texts = {r["description"] for r in batch}
+    seen = [{r["description"] for r in shown} & texts for shown in model.shown]
+    assert seen and max(len(s) for s in seen) <= 3
+    assert set().union(*seen) == texts  # every record was asked about

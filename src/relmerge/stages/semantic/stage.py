@@ -159,6 +159,7 @@ class SemanticStage:
         on_texts: Callable[[int], None] = lambda n: None,
         on_embedded: Callable[[int], None] = lambda n: None,
         pinned: frozenset[int] = frozenset(),
+        canaries: bool = True,
     ) -> None:
         """``known_distinct``: pairs of units (each a unit's ``members``, the input indices
         it stands for) that an earlier decision kept apart: a hard keep for the tiers and
@@ -170,7 +171,8 @@ class SemanticStage:
         two or more records settled (decided, or merged whole by the exact stage);
         ``on_texts`` how many distinct texts a chunk embeds, ``on_embedded`` how many
         are done. ``pinned``: input indices of stored relations (a merge into a store):
-        two units that both hold one are a hard keep, never decided again."""
+        two units that both hold one are a hard keep, never decided again. ``canaries``:
+        whether the run's verdict still wants canaries when the stage starts."""
         self.config = config
         self.pinned = pinned
         self.llm = llm
@@ -185,7 +187,7 @@ class SemanticStage:
         self.on_texts = on_texts
         self.on_embedded = on_embedded
         self._decider = BlockDecider(
-            config, llm, originals, asyncio.Semaphore(config.concurrency), memory
+            config, llm, originals, asyncio.Semaphore(config.concurrency), memory, canaries
         )
 
     def _entity(self, entity_id: str, name: str) -> EntityContext:
