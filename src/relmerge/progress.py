@@ -14,6 +14,9 @@ phase                 unit                      total
 ``semantic``          blocks of two or more     such blocks (endpoint pairs)
 ``llm``               requests answered         requests sent so far (grows as they are)
 ``write``             relations written         output relations of the chunks decided
+                                                (``merge-into``: the rows of its batch)
+``pairs``             endpoint pairs read       the pairs of a ``merge-into`` batch, whose
+                                                stored relations it reads
 ====================  ========================  ============================================
 
 Nothing here knows where the work runs: the semantic stage reports blocks as an engine
@@ -50,7 +53,7 @@ from collections.abc import Iterator, Sized
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
-PHASES = ("read", "load", "exact", "embed", "semantic", "llm", "write")
+PHASES = ("read", "load", "exact", "embed", "semantic", "llm", "write", "pairs")
 CONVERT_PHASES = (
     "tables",
     "graph",

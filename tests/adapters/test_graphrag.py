@@ -132,7 +132,7 @@ def test_import_run_export_merges_the_reversed_duplicate_and_keeps_the_rest(
     source = _folder(tmp_path)
     work, target, text = _pipeline(tmp_path, source)
     assert "relmerge run" in text and "relmerge export graphrag" in text  # the next commands
-    assert "Wrote 4 relationships (5 before, 1 merged rows)" in text
+    assert "Wrote 4 relationships (5 before, 1 merged row)" in text
 
     rows = read_rows(target / "relationships.parquet")
     originals = read_rows(source / "relationships.parquet")

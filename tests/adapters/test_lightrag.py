@@ -165,7 +165,7 @@ def test_an_entity_mapping_folds_an_alias_edge_into_its_canonical_edge(tmp_path:
     mapping = tmp_path / "entity_mapping.json"
     mapping.write_bytes(orjson.dumps({entity_id("Ebenezer"): entity_id("Scrooge")}))
     _, target, text = _pipeline(tmp_path, folder, "--entity-mapping", str(mapping))
-    assert "Wrote 1 edges (2 before, 1 rewritten)" in text
+    assert "Wrote 1 edge (2 before, 1 rewritten)" in text
     [(source_id, target_id, data)] = read_graphml_edges(target / GRAPH)
     assert (source_id, target_id) == ("Scrooge", "Marley")
     assert data == {

@@ -66,7 +66,7 @@ def test_import_whose_reader_stops_after_the_first_line_ends_quietly(tmp_path: P
     assert 4 * len(str(output)) > fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ)
     os.close(read_end)
     _, stderr = process.communicate(timeout=120)
-    assert first.startswith(b"Imported 1 relations")
+    assert first.startswith(b"Imported 1 relation ")
     # Progress lines only: no "internal error: BrokenPipeError", no "Exception ignored".
     for line in stderr.decode().splitlines():
         assert line.split(":")[0] in {"reading tables", "converting rows", "writing"}, line

@@ -3,6 +3,8 @@ tests check that the generator reaches every command and every option."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from relmerge.cli import main
@@ -55,3 +57,12 @@ def test_iter_commands_walks_groups_depth_first_and_sorted() -> None:
         ("x inner b", "x inner b"),
         ("x z", "x z"),
     ]
+
+
+def test_every_command_is_in_the_table_of_commands_in_short() -> None:
+    """The page's table is written by hand: a new command must be added to it too."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text()
+    table = page.split("<!-- generated: cli-reference -->", 1)[0]
+    for name, command in main.commands.items():
+        if not command.hidden:
+            assert f"`relmerge {name}`" in table or f"/ `{name}`" in table, name

@@ -3,6 +3,7 @@ it, from any working directory, then the way on (review, report, an LLM)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +39,55 @@ def test_demo_runs_offline_from_any_folder_and_says_what_waits(tmp_path: Path) -
     assert result["embedding_model"] == "use-multilingual-v3"  # the default, not hash
     waiting = len(ReviewQueue(out).pending())
     assert waiting > 0, "the sample leaves pairs for a person"
-    assert f"{waiting} cases wait for a person: relmerge review relmerge-demo" in done.stdout
-    assert f"relmerge run {SAMPLE / 'relations.jsonl'}" in done.stdout
+    text = " ".join(done.stdout.split())
+    assert f"{waiting} cases wait for a person" in text
+    assert "relmerge review relmerge-demo" in text
+    assert "relmerge run relmerge-demo/input/relations.jsonl \\" in text
     assert "Traceback" not in done.stderr
+
+
+def demo(cwd: Path, *args: str, columns: int = 60) -> subprocess.CompletedProcess[str]:
+    """``relmerge demo`` as a person runs it in a terminal ``columns`` wide."""
+    env = {**os.environ, "COLUMNS": str(columns)}
+    done = subprocess.run(
+        [*RELMERGE, "demo", *args], cwd=cwd, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def closing(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The lines after the summary table: what is left, the outputs, the next steps."""
+    lines = done.stdout.splitlines()
+    return lines[max(i for i, line in enumerate(lines) if line.startswith("└")) + 1 :]
+
+
+def test_the_demo_closes_with_each_next_step_once_short_and_wrapped(tmp_path: Path) -> None:
+    text = closing(demo(tmp_path))
+    assert all(len(line) <= 60 for line in text), text
+    joined = "\n".join(text)
+    assert joined.count("Next steps:") == 1 and "Two ways on" not in joined
+    assert str(SAMPLE) not in joined and "site-packages" not in joined
+    commands = [line.strip() for line in text if line.strip().startswith("relmerge ")]
+    assert [c.split()[1] for c in commands] == ["report", "review", "run"], text
+    assert "--llm-base-url" not in " ".join(commands[:2])  # the demo takes no LLM option
+    # The LLM command runs as printed: its files are where it says.
+    sample = tmp_path / "relmerge-demo" / "input"
+    assert sorted(p.name for p in sample.iterdir()) == sorted(
+        ["relations.jsonl", "entity_id_mapping.json", "entities.jsonl"]
+    )
+    assert (sample / "relations.jsonl").read_bytes() == (SAMPLE / "relations.jsonl").read_bytes()
+
+
+def test_no_llm_hint_once_every_case_is_answered(tmp_path: Path) -> None:
+    demo(tmp_path)
+    queue = ReviewQueue(tmp_path / "relmerge-demo")
+    for question in queue.pending():
+        queue.answer(question["id"], "keep_both")
+    text = "\n".join(closing(demo(tmp_path)))
+    assert "No case waits for a person" in text
+    assert "LLM" not in text.replace("without an LLM", "")  # the outputs list says it
+    assert "relmerge report relmerge-demo" in text and "relmerge run" not in text
 
 
 def test_demo_writes_what_run_writes_with_the_sample_and_defaults(tmp_path: Path) -> None:

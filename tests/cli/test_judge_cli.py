@@ -170,7 +170,7 @@ def test_the_summary_says_the_tokens_and_the_money_only_when_priced() -> None:
         code, unpriced = _judged_by_the_llm(server)
         assert code == 0, unpriced
     assert "tokens: 1230" in priced and "tokens: 1230" in unpriced
-    assert "relation_judge: prompt / completion tokens: 1 requests, 1,200 / 30" in priced
+    assert "relation_judge: prompt / completion tokens: 1 request, 1,200 / 30" in priced
     assert "cost, USD at 2 / 10 per million: 0.0027" in priced
     assert "USD" not in unpriced
 

@@ -13,7 +13,7 @@ from relmerge.errors import (
     StoreSchemaError,
     UndoRefusedError,
 )
-from relmerge.graphstore import Batch, RelationStore, open_graph_store, pair_of
+from relmerge.graphstore import SCHEMA_VERSION, Batch, RelationStore, open_graph_store, pair_of
 from relmerge.model import EntityContext, ExtractedRelation
 from tests.graphstore.graphs import joined, merge_batch, raw_execute, raw_rows, relation
 
@@ -43,7 +43,7 @@ async def test_init_is_idempotent(store_url: str) -> None:
         assert await store.init() is True
         assert await store.init() is False
         info = await store.info()
-    assert (info.schema_version, info.relations, info.batches) == (1, 0, 0)
+    assert (info.schema_version, info.relations, info.batches) == (SCHEMA_VERSION, 0, 0)
     async with open_graph_store(store_url) as again:  # another connection, same answer
         assert await again.init() is False
 
@@ -69,7 +69,7 @@ async def test_a_database_that_is_not_a_store_is_refused(store_url: str) -> None
             await store.info()
     raw_execute(store_url, "CREATE TABLE customers (id INTEGER)")
     async with open_graph_store(store_url) as store:
-        with pytest.raises(StoreSchemaError, match=r"holds 1 other tables"):
+        with pytest.raises(StoreSchemaError, match=r"holds 1 other table\b"):
             await store.dump().__anext__()
 
 

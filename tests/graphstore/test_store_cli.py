@@ -60,7 +60,7 @@ def sample_with_a_bad_record(folder: Path) -> Path:
 def test_init_load_info_dump_undo(store_url: str, tmp_path: Path) -> None:
     created = relmerge("store", "init", store_url)
     assert (
-        created.returncode == 0 and "Created a relmerge store (schema version 1)" in created.stdout
+        created.returncode == 0 and "Created a relmerge store (schema version 2)" in created.stdout
     )
     again = relmerge("store", "init", store_url)
     assert again.returncode == 0 and "already a relmerge store" in again.stdout
@@ -82,7 +82,7 @@ def test_init_load_info_dump_undo(store_url: str, tmp_path: Path) -> None:
     assert loaded.returncode == 0, loaded.stderr
     valid, _ = validate_records(read_jsonl(SAMPLE / "relations.jsonl"))
     assert f"Loaded batch sample into {store_url}: {len(valid)} relations inserted" in loaded.stdout
-    assert "1 records set aside" in loaded.stdout
+    assert "1 record set aside" in loaded.stdout
     assert "set aside: relations.jsonl:4: missing field 'document_id'" in loaded.stderr
     assert [orjson.loads(line)["origin"] for line in rejected.read_bytes().splitlines()] == [
         "relations.jsonl:4"
@@ -191,14 +191,14 @@ def test_server_errors_never_show_the_password(postgres_server: PostgresServer) 
 
 def test_a_store_of_another_schema_version_is_exit_2(store_url: str, tmp_path: Path) -> None:
     relmerge("store", "init", store_url)
-    raw_execute(store_url, "UPDATE relmerge_meta SET value = '2' WHERE key = 'schema_version'")
+    raw_execute(store_url, "UPDATE relmerge_meta SET value = '3' WHERE key = 'schema_version'")
     for command in (
         ("info", store_url),
         ("dump", store_url, tmp_path / "x.jsonl"),
         ("init", store_url),
     ):
         error = one_line_error(relmerge("store", *command))
-        assert "schema version 2" in error and "upgrade relmerge" in error
+        assert "schema version 3" in error and "upgrade relmerge" in error
     assert not (tmp_path / "x.jsonl").exists()
 
 

@@ -75,6 +75,7 @@ async def test_a_relative_sqlite_url_is_relative_to_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "stores").mkdir()  # init creates the file, never its folder
     async with open_graph_store("sqlite:///stores/graph.db") as store:
         assert await store.init() is True
     assert (tmp_path / "stores" / "graph.db").is_file()

@@ -223,3 +223,19 @@ def test_secrets_of_a_command_line_are_hidden() -> None:
         ["run", "in.jsonl", "--output", "out"],
         False,
     )
+
+
+def test_a_database_user_alone_is_no_secret() -> None:
+    """A PostgreSQL URL with a user and no password (peer authentication) can be run
+    again as recorded; its password, where there is one, is hidden."""
+    from relmerge.review.rerun import redact_argv
+
+    peer = "postgresql://relmerge@/graph?host=/tmp/sock"
+    assert redact_argv(["merge-into", peer, "in.jsonl"]) == (
+        ["merge-into", peer, "in.jsonl"],
+        False,
+    )
+    shown, hidden = redact_argv(["merge-into", "postgresql://ann:pw@db/graph", "in.jsonl"])
+    assert hidden and shown[1] == "postgresql://<hidden>@db/graph"
+    shown, hidden = redact_argv(["run", "s3://token@bucket/in.jsonl", "-o", "out"])
+    assert hidden and shown[1] == "s3://<hidden>@bucket/in.jsonl"

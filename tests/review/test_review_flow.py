@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ def spawn(*args: str) -> Any:
         env={**os.environ, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"},
         encoding="utf-8",
         timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as a terminal's
     )
 
 
@@ -221,7 +223,7 @@ def test_an_out_without_a_recorded_command_says_what_to_run(out: Path) -> None:
         orjson.dumps({"fingerprint": orjson.loads(marker.read_bytes())["fingerprint"]})
     )
     answered = review(out, keys="mq")
-    assert f"run `relmerge run … --output {out}` again" in " ".join(answered.stdout.split())
+    assert f"run `relmerge run INPUT --output {out} …` again" in " ".join(answered.stdout.split())
     applied = review(out, "--apply")
     assert applied.returncode == 2
     assert "does not record the command that made it" in applied.stderr

@@ -16,6 +16,7 @@ from relmerge.cli.merge_into import merge_into_command
 from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
 from relmerge.cli.reconcile import reconcile_command
 from relmerge.cli.report import report_command
+from relmerge.cli.retract import retract_command
 from relmerge.cli.review import review_command
 from relmerge.cli.run import run_command
 from relmerge.cli.store import store_group
@@ -72,6 +73,7 @@ main.add_command(import_command)
 main.add_command(export_command)
 main.add_command(report_command)
 main.add_command(demo_command)
+store_group.add_command(retract_command)
 main.add_command(store_group)
 main.add_command(merge_into_command)
 main.add_command(reconcile_command)

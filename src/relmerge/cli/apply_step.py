@@ -16,15 +16,23 @@ import click
 from relmerge.errors import InputError
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import ANSWERS_FILE, MEMORY_FILE, ReviewQueue
-from relmerge.review.rerun import RunCommand, recorded_command, run_started_at
+from relmerge.review.rerun import (
+    RunCommand,
+    command_outline,
+    recorded_command,
+    relmerge_line,
+    run_started_at,
+)
 
 
 def interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 relation``, ``2 relations`` (``many``: an irregular plural): a count agrees with
+    its noun in every line the CLI prints."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
 
 
 def confirm(question: str) -> bool:
@@ -52,7 +60,7 @@ def runnable(out: Path) -> RunCommand:
     if command is None:
         raise InputError(
             f"{out} does not record the command that made it (an older relmerge, or the "
-            f"Python API): run `relmerge run … --output {out}` again yourself"
+            f"Python API): run `{command_outline(out)}` again yourself"
         )
     if command.hidden:
         raise InputError(
@@ -68,7 +76,7 @@ def offer(out: Path, purpose: str, question: str) -> None:
     command = recorded_command(out)
     if command is None:
         click.echo(
-            f"To {purpose}, run `relmerge run … --output {out}` again with the options "
+            f"To {purpose}, run `{command_outline(out)}` again with the options "
             "that made it (this OUT does not record its command)."
         )
         return
@@ -82,7 +90,7 @@ def offer(out: Path, purpose: str, question: str) -> None:
     click.echo(f"To {purpose}, run the command that made {out} again:")
     click.echo(f"  {command.shell()}")
     if not interactive():
-        click.echo(f"(or: relmerge review {out} --apply)")
+        click.echo(f"(or: {relmerge_line('review', out, '--apply')})")
         return
     if confirm(question):
         apply(command)
@@ -96,15 +104,16 @@ def explain_nothing_left(out: Path, queue: ReviewQueue, memory: AnswerMemory) ->
     if given:
         click.echo(
             f"{plural(given, 'answer')} given in {out} ({ANSWERS_FILE}) decide their pairs "
-            f"in every run into it, through {MEMORY_FILE}. Change one: relmerge review "
-            f"{out} --revise; forget: relmerge review {out} --forget ID or --forget-all "
+            f"in every run into it, through {MEMORY_FILE}. Change one: "
+            f"{relmerge_line('review', out, '--revise')}; forget: "
+            f"{relmerge_line('review', out)} --forget ID or --forget-all "
             f"(or delete {ANSWERS_FILE}, or its line); the next run asks again."
         )
     if unrecorded:
         click.echo(
             f"{plural(unrecorded, 'pair')} in {MEMORY_FILE} keep an answer whose question "
-            f"is not on record (an older relmerge, or an app's judge): relmerge review {out} "
-            "--forget-all drops them."
+            f"is not on record (an older relmerge, or an app's judge): "
+            f"{relmerge_line('review', out, '--forget-all')} drops them."
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from relmerge.cli.apply_step import plural
 from relmerge.cli.progress_view import progress_view
 from relmerge.progress import Progress
 
@@ -101,11 +102,11 @@ def import_command(fmt: str, source: Path, output: Path, overwrite: bool, quiet:
         summary = write_import(imported, source, output, overwrite=overwrite, progress=progress)
     if quiet:
         return
-    units = summary.get("relationships", summary.get("edges"))
-    unit_name = "relationships" if fmt == "graphrag" else "edges"
+    units = int(summary.get("relationships", summary.get("edges")) or 0)
+    unit_name = "relationship" if fmt == "graphrag" else "edge"
     click.echo(
-        f"Imported {summary['relations']} relations from {units} {unit_name} and "
-        f"{summary['entities']} entities into {output}."
+        f"Imported {plural(summary['relations'], 'relation')} from {plural(units, unit_name)} "
+        f"and {plural(summary['entities'], 'entity', 'entities')} into {output}."
     )
     run_dir = output / "run"
     target = source.with_name(f"{source.name}-dedup") if source.is_dir() else output / "dedup"
@@ -164,21 +165,23 @@ def export_command(
         with _progress(quiet) as progress:
             summary = export_graphrag(out, original, target, overwrite=overwrite, progress=progress)
         repeats = (
-            f", {summary['rows_after']} rows with GraphRAG's repeats"
+            f", {plural(summary['rows_after'], 'row')} with GraphRAG's repeats"
             if summary["repeated_rows"]
             else ""
         )
         _echo(
             quiet,
-            f"Wrote {summary['relationships_after']} relationships "
-            f"({summary['relationships_before']} before, {summary['merged_rows']} merged rows"
-            f"{repeats}) and {summary['copied_files']} other files to {target}; "
-            f"{summary['citations_rewritten']} report citations rewritten "
+            f"Wrote {plural(summary['relationships_after'], 'relationship')} "
+            f"({summary['relationships_before']} before, "
+            f"{plural(summary['merged_rows'], 'merged row')}{repeats}) and "
+            f"{plural(summary['copied_files'], 'other file')} to {target}; "
+            f"{plural(summary['citations_rewritten'], 'report citation')} rewritten "
             f"(see {EXPORT_NAME}).",
         )
         for name, reports in summary["stale"].items():
             click.echo(
-                f"Stale: {name} embeds the full_content of {len(reports)} report(s) as it "
+                f"Stale: {name} embeds the full_content of {plural(len(reports), 'report')} "
+                "as it "
                 "was before their citations were rewritten (only citation numbers differ; "
                 f"listed under 'stale' in {EXPORT_NAME})."
             )
@@ -190,10 +193,12 @@ def export_command(
     updated = ", ".join(summary["stores_updated"]) or "none"
     _echo(
         quiet,
-        f"Wrote {summary['edges_after']} edges ({summary['edges_before']} before, "
-        f"{summary['edges_rewritten']} rewritten) holding {summary['descriptions_after']} "
-        f"descriptions ({summary['descriptions_before']} before) and "
-        f"{summary['copied_files']} other files to {target}; stores updated: {updated}.",
+        f"Wrote {plural(summary['edges_after'], 'edge')} ({summary['edges_before']} before, "
+        f"{summary['edges_rewritten']} rewritten) holding "
+        f"{plural(summary['descriptions_after'], 'description')} "
+        f"({summary['descriptions_before']} before) and "
+        f"{plural(summary['copied_files'], 'other file')} to {target}; "
+        f"stores updated: {updated}.",
     )
     for number, line in enumerate(summary.get("rebuild", [])):
         click.echo(f"Stale: {line}" if number == 0 else line)

@@ -12,7 +12,9 @@ runs with an LLM.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+import shutil
+import textwrap
+from collections.abc import Iterable, Sequence
 
 from relmerge.run.result import RunResult
 from relmerge.stores.fsspec_store import redact_url
@@ -102,16 +104,53 @@ def _llm_command(program: str, argv: Sequence[str] | None, hint: str, out: str) 
     return " ".join([program, *(a if a in placeholders else shlex.quote(a) for a in args)])
 
 
+def terminal_width() -> int:
+    """Columns to wrap prose at: the terminal's ($COLUMNS first), 80 in a pipe."""
+    return max(40, shutil.get_terminal_size((80, 24)).columns)
+
+
+def wrap_lines(lines: Iterable[str], width: int | None = None) -> list[str]:
+    """Prose lines wrapped at words to ``width`` (the terminal's): a long paragraph is
+    read on screen, not scrolled sideways. Continuation lines keep the line's indent (a
+    bullet's text stays under its text)."""
+    width = width or terminal_width()
+    wrapped: list[str] = []
+    for line in lines:
+        for part in line.split("\n"):
+            text = part.lstrip(" ")
+            indent = part[: len(part) - len(text)]
+            hang = indent + ("  " if text.startswith("- ") else "")
+            wrapped.extend(
+                textwrap.wrap(
+                    text,
+                    width,
+                    initial_indent=indent,
+                    subsequent_indent=hang,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                or [""]
+            )
+    return wrapped
+
+
+# ``click.Context.meta`` key set by ``relmerge demo``: the run says what is left, and the
+# demo says the ways on (once, with commands the demo takes).
+DEMO_META = "relmerge.demo"
+
+
 def left_to_do(
     result: RunResult,
     out: str,
     program: str = "relmerge",
     argv: Sequence[str] | None = None,
     reviewable: bool = True,
+    ways_on: bool = True,
 ) -> list[str]:
     """Lines that end a run's report when it left pairs or groups undecided (none when
     it did not). ``argv``: the run's arguments (``run INPUT …``); ``reviewable``: OUT is
-    a local folder, where ``relmerge review`` answers apply."""
+    a local folder, where ``relmerge review`` answers apply; ``ways_on``: end with the
+    commands that decide them (the demo lists its own)."""
     pairs = result.llm_needed_pair_count
     groups = result.llm_needed_group_count
     unsure = max(0, result.clarification_count - pairs)
@@ -141,6 +180,8 @@ def left_to_do(
             "them (or run with the semantic stage on, where a person can answer them)."
         )
     ways = []
+    if not ways_on:
+        return lines
     if reviewable and (pairs or unsure):
         ways.append(
             f"  {program} review {shlex.quote(out)}\n"

@@ -12,26 +12,30 @@ again: the earlier application of the batch is undone and the batch merged anew.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
+from rich.console import Console
 
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.notices import rejected_warning
 from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.progress_view import progress_view
 from relmerge.cli.run import UNAVAILABLE_EXIT, answer_memory
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.graphstore import open_graph_store
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import claim_output, remove_stale_relations
 from relmerge.io.write import RESULT_FILE, jsonl, relation_key, write_files, write_manifest
+from relmerge.progress import Progress
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
-from relmerge.run.store_merge import StoreMerge, StoreMergeOutput
+from relmerge.run.store_merge import StoreMerge, StoreMergeOutput, StoreMergeResult
 from relmerge.stores import LocalStore
 
 _FIGURES = (
@@ -43,6 +47,7 @@ _FIGURES = (
     ("stored relations read", "stored_relations_read"),
     ("conflict retries", "conflict_retries"),
     ("clarifications", "clarification_count"),
+    ("groups the LLM never answered", "llm_unavailable_group_count"),
     ("LLM requests", "llm_requests"),
 )
 
@@ -100,10 +105,12 @@ def merge_into_command(
     batch applied atomically and at most once. OUT gets what `relmerge run` writes.
 
     Exit status: 0 done; 2 bad usage, unreadable input, a store that cannot be reached
-    or has another schema version (nothing written); 3 applied without the LLM's merges:
-    the sequential test on its canary answers, kept in the store across batches, stopped
-    it, or its evidence so far favours a model to stop (its pairs are in
-    clarifications.jsonl); 130 / 143
+    or has another schema version (nothing written), answers that cannot apply because
+    later batches built on this one (nothing changed); 3 applied without some of the
+    LLM's merges: the model could not be reached for some groups (the same command run
+    again asks them), or the sequential test on its canary answers, kept in the store
+    across batches, stopped it, or its evidence so far favours a model to stop (its
+    pairs are in clarifications.jsonl); 130 / 143
     interrupted (run the same command again: a batch is applied whole or not at all)."""
     config, settings, embedding_settings = resolve_options(
         options,
@@ -120,8 +127,11 @@ def merge_into_command(
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     job = _MergeJob(url, input_path, out, entity_mapping, options["entities_path"], overwrite)
+    console = Console(stderr=True, quiet=quiet)  # progress: bars on a terminal, else lines
     try:
-        output = run_interruptible(job.run(config, llm, embedder, cache, command, not no_preflight))
+        with progress_view(console) as progress:
+            work = job.run(config, llm, embedder, cache, command, not no_preflight, progress)
+            output = run_interruptible(work)
     except Interrupted as error:
         exit_interrupted(error)
     finally:
@@ -132,15 +142,32 @@ def merge_into_command(
         shown = output.result
         click.echo(f"merge-into {shown.store_url}: batch {shown.batch_id} {shown.status}")
         for label, name in _FIGURES:
-            click.echo(f"  {label}: {getattr(shown, name)}")
+            if name == "llm_unavailable_group_count" and not shown.llm_unavailable_group_count:
+                continue
+            click.echo(f"  {label}: {getattr(shown, name)}{_aside(shown, name)}")
+        if shown.entities_decided and not shown.entities_with_profile:
+            entities = (
+                "the batch's one entity has no profile"
+                if shown.entities_decided == 1
+                else f"none of the batch's {shown.entities_decided:,} entities has a profile"
+            )
+            click.echo(
+                f"warning: {entities} (not in the store, no --entities): the LLM "
+                "and review questions see names only; pass --entities FILE (entity "
+                "profiles, JSONL)",
+                err=True,
+            )
         if shown.canaries.get("line"):
             click.echo(f"  canary questions (certain answers): {canary_line(shown.canaries)}")
         if shown.clarification_count:
-            click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+            click.echo(
+                f"Answer them: {shlex.join(['relmerge', 'review', str(out)])}; "
+                "then run this command again."
+            )
             if not llm.available:
                 click.echo(
                     "Or merge the next batches too, then let an LLM decide them all at once: "
-                    f"relmerge reconcile {shown.store_url} --pending --apply -o DIR "
+                    f"relmerge reconcile {shlex.quote(shown.store_url)} --pending --apply -o DIR "
                     "--llm-base-url …"
                 )
         where = (
@@ -155,6 +182,17 @@ def merge_into_command(
         click.echo(
             f"{measured['reason']}; its pairs are in clarifications.jsonl — check the model "
             "and its settings",
+            err=True,
+        )
+        raise SystemExit(UNAVAILABLE_EXIT)
+    unanswered = output.result.llm_unavailable_group_count
+    if unanswered:
+        groups = "group" if unanswered == 1 else "groups"
+        click.echo(
+            f"the LLM could not be reached for {unanswered} {groups}: the batch is in the "
+            "store with the rules' decisions only, their pairs are in clarifications.jsonl; "
+            "run the same command again once the model answers, and it asks them (or "
+            f"`relmerge reconcile {shlex.quote(output.result.store_url)} --pending` does)",
             err=True,
         )
         raise SystemExit(UNAVAILABLE_EXIT)
@@ -187,6 +225,7 @@ class _MergeJob:
         cache: RunCache | None,
         command: dict[str, Any] | None,
         check: bool,
+        progress: Progress | None = None,
     ) -> StoreMergeOutput:
         """Store first, endpoints, input; OUT claimed once the input is usable."""
         async with open_graph_store(self.url) as store:
@@ -214,9 +253,26 @@ class _MergeJob:
                 fingerprint = f"{store.url} {merge.input_digest}"
                 await claim_output(folder, fingerprint, self.overwrite, command)
 
-            output = await merge.merge(records, mapping, before_work=claim, replaces=earlier)
+            output = await merge.merge(
+                records, mapping, before_work=claim, replaces=earlier, progress=progress
+            )
         await _write_out(folder, config, output, f"{store.url} {merge.input_digest}")
         return output
+
+
+def _aside(shown: StoreMergeResult, name: str) -> str:
+    """What a bare count would leave a reader to guess."""
+    if name == "already_folded_count" and shown.status == "already_applied":
+        return " (this batch was applied before: nothing changed)"
+    if name == "joined_count" and shown.joined_count:
+        kept = shown.joined_count - shown.joined_changed_count
+        return (
+            f" ({shown.joined_changed_count} changed; {kept} already held what the batch "
+            "brought: `store info` counts only the changed as updated)"
+            if kept
+            else ""
+        )
+    return ""
 
 
 def canary_line(canaries: dict[str, Any]) -> str:

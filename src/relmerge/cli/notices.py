@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from relmerge.cli.apply_step import plural
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.io.records import Rejected
 from relmerge.run.plan import Plan
@@ -79,7 +80,7 @@ def huge_blocks_warning(plan: Plan, config: DeduplicateRelationsConfig, llm: boo
     ]
     lines += [
         f"  {block.source_name} ({block.source_id}) — {block.target_name} ({block.target_id}): "
-        f"{block.records:,} records, {block.pairs:,} pairs"
+        f"{plural(block.records, 'record')}, {plural(block.pairs, 'pair')}"
         for block in plan.largest
     ]
     lines.append(
@@ -97,11 +98,12 @@ def huge_blocks_warning(plan: Plan, config: DeduplicateRelationsConfig, llm: boo
         over = sum(1 for records in plan.block_sizes if records > size)
         blocks = "1 block is" if over == 1 else f"{over:,} blocks are"
         lines.append(
-            f"The LLM then sees a block in requests of at most {size} records "
-            f"(semantic_batch_size), {count} a round (semantic_batch_count), {rounds} rounds "
-            f"(max_rounds): at most {asked} requests a block, which put at most "
-            f"{asked * size * (size - 1) // 2:,} of its pairs before it ({blocks} larger than "
-            f"{size} records: up to {over * asked:,} requests, retries aside); "
+            f"The LLM then sees a block in requests of at most {plural(size, 'record')} "
+            f"(semantic_batch_size), {count} a round (semantic_batch_count), "
+            f"{plural(rounds, 'round')} (max_rounds): at most {plural(asked, 'request')} a "
+            f"block, which put at most {asked * size * (size - 1) // 2:,} of its pairs before "
+            f"it ({blocks} larger than {plural(size, 'record')}: up to "
+            f"{plural(over * asked, 'request')}, retries aside); "
             "the pairs left undecided stay apart and are written for review "
             "(clarifications.jsonl)."
         )

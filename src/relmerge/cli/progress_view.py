@@ -26,6 +26,7 @@ PHASES: dict[str, tuple[str, str]] = {  # phase -> (label, unit)
     "semantic": ("semantic stage", "blocks"),
     "llm": ("LLM requests", "answered"),
     "write": ("writing", "relations"),
+    "pairs": ("reading the store", "pairs"),  # relmerge merge-into
     # relmerge import / export
     "tables": ("reading tables", "tables"),
     "graph": ("reading the graph", "bytes"),

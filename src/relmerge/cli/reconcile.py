@@ -9,11 +9,15 @@ stored relation into another is written out for a person to read first. OUT hold
 ``reconcile_mapping.json`` (absorbed id -> surviving id), ``survivors.jsonl`` (each
 survivor's proposed record, the absorbed ones folded in by the "nothing lost" rule),
 ``decisions.jsonl``, ``clarifications.jsonl`` (answer them with ``relmerge review OUT``
-and run the same command again) and ``reconcile_result.json`` last.
+and run the same command again) and ``reconcile_result.json`` last; the command itself is
+recorded in ``OUT/.relmerge/run.json``, so that the review offers this command, not
+``relmerge run``. ``--dry-run`` writes nothing and needs no OUT.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +30,17 @@ from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.run import answer_memory
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.graphstore import open_graph_store
+from relmerge.io.outdir import RUN_MARKER
 from relmerge.io.write import jsonl
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
+from relmerge.review import rerun
 from relmerge.run.reconcile import Reconcile, ReconcileOutput
 from relmerge.stores import LocalStore
 
 MAPPING_FILE = "reconcile_mapping.json"
 SURVIVORS_FILE = "survivors.jsonl"
-RESULT_FILE = "reconcile_result.json"
+RESULT_FILE = rerun.RECONCILE_RESULT
 
 
 @click.command("reconcile", short_help="Re-decide a store's pairs (a proposal; --output).")
@@ -43,9 +49,9 @@ RESULT_FILE = "reconcile_result.json"
     "--output",
     "-o",
     "out",
-    required=True,
     type=click.Path(path_type=Path),
-    help="Output directory: the proposed mapping, survivors and logs.",
+    help="Output directory: the proposed mapping, survivors and logs (not with --dry-run, "
+    "which writes nothing).",
 )
 @model_options
 @click.option("--semantic/--no-semantic", default=None, help="Run the semantic stage [on].")
@@ -71,7 +77,7 @@ RESULT_FILE = "reconcile_result.json"
 # long: click passes each option as a parameter; the body resolves them and hands over.
 def reconcile_command(
     url: str,
-    out: Path,
+    out: Path | None,
     semantic: bool | None,
     concurrency: int | None,
     no_cache: bool,
@@ -101,12 +107,21 @@ def reconcile_command(
         for name, value in planned.items():
             click.echo(f"  {name.replace('_', ' ')}: {value}")
         return
+    if out is None:
+        raise click.UsageError(
+            "Missing option '--output' / '-o': the folder for the proposal "
+            "(only --dry-run writes nothing and needs none)."
+        )
+    typed = click.get_current_context().meta.get(rerun.ARGV_META)
+    command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
     cache = None if no_cache else RunCache(out / CACHE_FILE)
     llm = get_llm(settings)
     embedder = get_embedder(embedding_settings, cache) if config.semantic_merge else None
     try:
         output = run_interruptible(
-            _reconcile(url, out, config, llm, embedder, cache, not no_preflight, apply_it, pending)
+            _reconcile(
+                url, out, config, llm, embedder, cache, not no_preflight, apply_it, pending, command
+            )
         )
     except Interrupted as error:
         exit_interrupted(error)
@@ -121,7 +136,9 @@ def reconcile_command(
         for name, value in output.figures.items():
             click.echo(f"  {name.replace('_', ' ')}: {value}")
         if output.clarifications:
-            click.echo(f"Answer them: relmerge review {out}; then run this command again.")
+            click.echo(
+                f"Answer them: {rerun.relmerge_line('review', out)}; then run this command again."
+            )
 
 
 async def _plan(url: str, pending: bool = False) -> dict[str, Any]:
@@ -136,6 +153,15 @@ def semantic_merge_off() -> DeduplicateRelationsConfig:
     return DeduplicateRelationsConfig(semantic_merge=False)
 
 
+async def _mark(out: Path, command: dict[str, Any] | None) -> None:
+    """Record when this reconcile started and how, in ``OUT/.relmerge/run.json``:
+    ``relmerge review OUT`` then names and offers this command, not ``relmerge run``."""
+    marker: dict[str, Any] = {"started_at": time.time()}
+    if command is not None:
+        marker["command"] = command
+    await LocalStore(out).put(RUN_MARKER, orjson.dumps(marker))
+
+
 async def _reconcile(
     url: str,
     out: Path,
@@ -146,6 +172,7 @@ async def _reconcile(
     check: bool,
     apply_it: bool = False,
     pending: bool = False,
+    command: dict[str, Any] | None = None,
 ) -> ReconcileOutput:
     """Store first (exit 2 naming it), endpoints, then the proposal; OUT written last."""
     async with open_graph_store(url) as store:
@@ -154,6 +181,7 @@ async def _reconcile(
             await preflight(llm)
             if embedder is not None:
                 await preflight(embedder)
+        await _mark(out, command)  # before the answers are read: later ones are not applied
         reconcile = Reconcile(
             store,
             config,

@@ -7,7 +7,9 @@ from dataclasses import asdict
 
 from rich.table import Table
 
+from relmerge.cli.apply_step import plural
 from relmerge.decide.sequential import verdict_line
+from relmerge.report.words import term
 from relmerge.run.cost import Cost
 from relmerge.run.estimate import Estimate
 from relmerge.run.result import RunResult
@@ -61,7 +63,10 @@ def summary_table(result: RunResult, out: str) -> Table:
     engine = result.engine
     if engine:
         if engine["name"] != "local":
-            where = f"{engine['name']}: {engine['workers']} CPUs, {len(engine['nodes'])} nodes"
+            where = (
+                f"{engine['name']}: {plural(engine['workers'], 'CPU')}, "
+                f"{plural(len(engine['nodes']), 'node')}"
+            )
             rows.append(("engine", where))
         elif engine.get("workers"):
             rows.append(("engine", f"local: {engine['workers']} worker processes"))
@@ -75,8 +80,14 @@ def summary_table(result: RunResult, out: str) -> Table:
     for label, value in rows:
         table.add_row(label, str(value))
     codes = Counter(issue.code for issue in result.issues)
+    explained = []
     for code, count in sorted(codes.items()):
-        table.add_row(f"issue: {code}", str(count))
+        words = term("issue", code)
+        table.add_row(f"issue: {words.label}", str(count))
+        explained.append(f"{words.label} ({code}): {words.explain}")
+    if explained:  # what each issue means, under the table: a code alone says little
+        table.caption = "\n".join(explained)
+        table.caption_justify = "left"
     return table
 
 
@@ -105,7 +116,10 @@ def cost_lines(cost: Cost, tokens: int) -> list[tuple[str, object]]:
     for name, task in cost.tasks.items():
         if not task.requests:
             continue
-        shown = f"{task.requests} requests, {task.prompt_tokens:,} / {task.completion_tokens:,}"
+        shown = (
+            f"{plural(task.requests, 'request')}, "
+            f"{task.prompt_tokens:,} / {task.completion_tokens:,}"
+        )
         if task.unmetered:
             shown += f", {task.unmetered_prompt_chars:,} prompt chars without usage"
         rows.append((f"{name}: prompt / completion {unit}", shown))

@@ -14,6 +14,7 @@ from relmerge.cli.pipe import StdoutConsole
 from relmerge.errors import InputError
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import ANSWERS_FILE, CLARIFICATIONS_FILE, MEMORY_FILE, ReviewQueue
+from relmerge.review.rerun import relmerge_line
 from relmerge.review.terminal import TerminalReview
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as every relmerge command
@@ -46,8 +47,9 @@ INTERRUPTED_EXIT = 130  # 128 + SIGINT, as every relmerge command
     "--apply",
     "apply_now",
     is_flag=True,
-    help="Apply the answers now, asking nothing: run again the `relmerge run` command that "
-    "made OUT (recorded in OUT/.relmerge/run.json), and exit with its status.",
+    help="Apply the answers now, asking nothing: run again the command that made OUT "
+    "(run, merge-into or reconcile; recorded in OUT/.relmerge/run.json), and exit with its "
+    "status.",
 )
 def review_command(
     out: Path,
@@ -76,7 +78,10 @@ def review_command(
     if apply_now and revise:
         raise click.UsageError("--apply asks nothing: review with --revise first, then apply")
     if not (out / CLARIFICATIONS_FILE).is_file() and not (out / ANSWERS_FILE).is_file():
-        raise InputError(f"no {CLARIFICATIONS_FILE} in {out}: run `relmerge run` into it first")
+        raise InputError(
+            f"no {CLARIFICATIONS_FILE} in {out}: run `relmerge run`, `merge-into` or "
+            "`reconcile` into it first"
+        )
     queue = ReviewQueue(out)
     memory = AnswerMemory(out / MEMORY_FILE)
     answered = set(queue.answers)
@@ -106,8 +111,8 @@ def review_command(
         saved = queue.given_since(started)
         click.echo(
             f"interrupted — {plural(saved, 'answer')} saved in {out / ANSWERS_FILE}, "
-            f"{len(queue.pending())} pending; continue: relmerge review {out}; apply: "
-            f"relmerge review {out} --apply",
+            f"{len(queue.pending())} pending; continue: {relmerge_line('review', out)}; "
+            f"apply: {relmerge_line('review', out, '--apply')}",
             err=True,
         )
         sys.exit(INTERRUPTED_EXIT)

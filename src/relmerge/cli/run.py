@@ -20,7 +20,7 @@ from rich.table import Table
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.convert import program
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
-from relmerge.cli.left import left_to_do
+from relmerge.cli.left import DEMO_META, left_to_do, wrap_lines
 from relmerge.cli.notices import huge_blocks_warning, rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.pipe import StdoutConsole
@@ -485,9 +485,13 @@ def say_what_is_left(
     for line in [] if quiet else rejected_warning(rejected, where):
         click.echo(line, err=True)
     if not quiet:
-        argv = click.get_current_context().meta.get(rerun.ARGV_META)
+        meta = click.get_current_context().meta
         reviewable = request.out_dir is not None
-        for line in left_to_do(result, shown, program(), argv, reviewable=reviewable):
+        demo = bool(meta.get(DEMO_META))
+        left = left_to_do(
+            result, shown, program(), meta.get(rerun.ARGV_META), reviewable, ways_on=not demo
+        )
+        for line in wrap_lines(left) if demo else left:
             click.echo(line)
     unavailable = result.llm_unavailable_group_count
     if result.canaries.distrusted:

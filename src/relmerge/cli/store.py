@@ -6,7 +6,8 @@ a store of another schema version is one line and exit 2 (the group's error hand
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable
+import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from relmerge.cli.apply_step import plural
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.progress_view import LineProgress, RichProgress
 from relmerge.graphstore import (
@@ -151,9 +153,11 @@ def load_command(
         click.echo(f"Batch {result.batch_id} is already in {shown}: nothing changed.")
         return
     click.echo(
-        f"Loaded batch {result.batch_id} into {shown}: {counts.inserted:,} relations inserted, "
-        f"{counts.unchanged:,} already stored as they are, {counts.entities:,} entities written"
-        f", {len(records.rejected):,} records set aside."
+        f"Loaded batch {result.batch_id} into {shown}: "
+        f"{plural(counts.inserted, 'relation')} inserted, "
+        f"{counts.unchanged:,} already stored as they are, "
+        f"{plural(counts.entities, 'entity', 'entities')} written, "
+        f"{plural(len(records.rejected), 'record')} set aside."
     )
 
 
@@ -207,7 +211,7 @@ def dump_command(url: str, out: Path, quiet: bool) -> None:
         return written
 
     written = _run(_with_store(url, go), f"interrupted — {out} was not written")
-    click.echo(f"Dumped {written:,} relations from {redact_store_url(url)} to {out}.")
+    click.echo(f"Dumped {plural(written, 'relation')} from {redact_store_url(url)} to {out}.")
 
 
 @store_group.command("undo")
@@ -231,7 +235,7 @@ def undo_command(url: str, batch_id: str) -> None:
         click.echo(f"Batch {batch_id} in {shown} was already undone: nothing changed.")
         return
     click.echo(
-        f"Undid batch {batch_id} in {shown}: removed {result.removed:,} relations it "
+        f"Undid batch {batch_id} in {shown}: removed {plural(result.removed, 'relation')} it "
         f"inserted, restored {result.restored:,} it updated."
     )
 
@@ -270,29 +274,62 @@ def info_command(url: str, last: int, as_json: bool) -> None:
     if as_json:
         click.echo(orjson.dumps({**figures, "last_batches": batches}, option=orjson.OPT_INDENT_2))
         return
+    rows = [_batch_row(batch) for batch in batches]
+    if not sys.stdout.isatty():
+        # A pipe or a log: every figure and batch id whole, whatever $COLUMNS says.
+        for line in _plain(figures, rows):
+            click.echo(line)
+        return
     console = Console()
     table = Table(title=f"relmerge store {figures['url']}", show_header=False)
+    table.add_column(overflow="fold")
+    table.add_column(justify="right", overflow="fold")
     for key, value in list(figures.items())[1:]:
         table.add_row(key.replace("_", " "), f"{value:,}")
     console.print(table)
-    if batches:
-        _batch_table(console, batches)
+    if rows:
+        _batch_table(console, rows)
 
 
-def _batch_table(console: Console, batches: Iterable[dict[str, Any]]) -> None:
+_BATCH_COLUMNS = ("batch", "kind", "status", "applied (UTC)", "inserted", "updated")
+
+
+def _batch_row(batch: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        batch["batch_id"],
+        batch["kind"],
+        batch["status"],
+        batch["applied_at"][:16].replace("T", " "),
+        f"{batch['inserted']:,}",
+        f"{batch['updated']:,}",
+    )
+
+
+def _plain(figures: dict[str, Any], rows: list[tuple[str, ...]]) -> list[str]:
+    """``store info`` as plain text: no table to crop, columns as wide as their values."""
+    lines = [f"relmerge store {figures['url']}"]
+    lines += [
+        f"  {key.replace('_', ' ')}: {value:,}" for key, value in figures.items() if key != "url"
+    ]
+    if rows:
+        lines.append("last batches (newest first):")
+        table = [_BATCH_COLUMNS, *rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(_BATCH_COLUMNS))]
+        for row in table:
+            cells = [
+                cell.rjust(width) if i >= 4 else cell.ljust(width)
+                for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+            ]
+            lines.append("  " + "  ".join(cells).rstrip())
+    return lines
+
+
+def _batch_table(console: Console, rows: list[tuple[str, ...]]) -> None:
+    """On a terminal: every column kept; a narrow one folds its cells (the batch id
+    `relmerge store undo` takes stays whole, over two lines) rather than vanish."""
     table = Table(title="last batches (newest first)", box=box.SIMPLE, pad_edge=False)
-    table.add_column("batch", no_wrap=True)  # the id `relmerge store undo` takes, whole
-    for column in ("kind", "status", "applied (UTC)"):
-        table.add_column(column, no_wrap=True)
-    for column in ("inserted", "updated"):
-        table.add_column(column, justify="right")
-    for batch in batches:
-        table.add_row(
-            batch["batch_id"],
-            batch["kind"],
-            batch["status"],
-            batch["applied_at"][:16].replace("T", " "),
-            f"{batch['inserted']:,}",
-            f"{batch['updated']:,}",
-        )
+    for index, column in enumerate(_BATCH_COLUMNS):
+        table.add_column(column, justify="right" if index >= 4 else "left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)

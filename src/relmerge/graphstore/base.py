@@ -30,7 +30,7 @@ from relmerge.model import EntityContext, ExtractedRelation
 Pair = tuple[str, str]
 """A canonical endpoint pair: ``(min, max)`` of the two entity ids (see :func:`pair_of`)."""
 
-BatchKind = Literal["load", "merge", "reconcile"]
+BatchKind = Literal["load", "merge", "reconcile", "retract"]
 Progress = Callable[[int], None]
 """Told how many more relations a long write or read has done."""
 
@@ -75,6 +75,39 @@ class PairState:
     relations: tuple[ExtractedRelation, ...] = ()
 
 
+RETRACTED = ""
+"""The stored id a retracted input id maps to: nothing (``relmerge store retract``)."""
+
+MemberOrigin = Literal["input", "opaque"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One input record a stored relation stands for, as it came (id, wording, chunk ids,
+    document), kept so that a document can be taken back and the relation rebuilt from
+    the members that remain.
+
+    ``relation_id``: the stored relation it is folded into (:data:`RETRACTED`: taken back).
+    ``origin``: ``input`` (the record as the batch gave it) or ``opaque`` (a stored
+    relation standing for members not known one by one: a store made before members were
+    kept, or a batch that gave no member records). ``batch_seq``/``position``: where the
+    store keeps it (0 before it is written); the latest applied row of a member id is its
+    current state. ``joined``: the batch that first folded it in (0: the batch writing it),
+    kept when a reconcile or a retract moves it, for the id a rebuilt relation gets.
+    """
+
+    record: ExtractedRelation
+    relation_id: str
+    origin: MemberOrigin = "input"
+    batch_seq: int = 0
+    position: int = 0
+    joined: int = 0
+
+    @property
+    def member_id(self) -> str:
+        return self.record.relation_id
+
+
 @dataclass(frozen=True)
 class Batch:
     """What one merge decided, applied by :meth:`RelationStore.apply_batch` in one
@@ -90,6 +123,10 @@ class Batch:
     survivor id, the survivor among ``updates``): kept, and logged, but every read skips
     them, and an id of one resolves to its survivor, until the batch is undone.
     ``reconcile``: of that kind even when it absorbs nothing (it records what it covered).
+    ``members``: the input records behind ``mapping`` (:class:`Member`); a merge that
+    gives none has each written relation kept as its own (opaque) member; a reconcile's
+    absorbed members move to their survivor by themselves. ``deletes`` and ``retract``:
+    a batch of kind ``retract`` removes stored relations left with no member.
     """
 
     batch_id: str
@@ -102,9 +139,14 @@ class Batch:
     fingerprint: str = ""
     absorbed: Mapping[str, str] = field(default_factory=dict)
     reconcile: bool = False
+    members: Sequence[Member] = ()
+    deletes: Sequence[str] = ()
+    retract: bool = False
 
     @property
     def kind(self) -> BatchKind:
+        if self.retract:
+            return "retract"
         return "reconcile" if self.absorbed or self.reconcile else "merge"
 
 
@@ -121,6 +163,7 @@ class BatchCounts:
     decisions: int = 0
     entities: int = 0
     absorbed: int = 0
+    removed: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -131,6 +174,7 @@ class BatchCounts:
             "decisions": self.decisions,
             "entities": self.entities,
             "absorbed": self.absorbed,
+            "removed": self.removed,
         }
 
 
@@ -163,9 +207,10 @@ class ApplyResult:
 @dataclass(frozen=True)
 class UndoResult:
     """``undone`` (``removed`` relations it had inserted, ``restored`` the ones it had
-    updated) or ``already_undone`` (nothing changed)."""
+    updated), ``already_undone`` (nothing changed), or ``undoable`` (a check that changed
+    nothing)."""
 
-    status: Literal["undone", "already_undone"]
+    status: Literal["undone", "already_undone", "undoable"]
     batch_id: str
     removed: int = 0
     restored: int = 0
@@ -233,6 +278,18 @@ class RelationStore(Protocol):
         id a reconcile absorbed since: its survivor)."""
         ...
 
+    async def members(
+        self,
+        *,
+        documents: Sequence[str] = (),
+        chunks: Sequence[str] = (),
+        relation_ids: Sequence[str] = (),
+    ) -> list[Member]:
+        """The current members (not taken back) whose record has one of ``documents``
+        or ``chunks``, or that are folded into one of ``relation_ids``; read by index,
+        in one snapshot, ordered as stored."""
+        ...
+
     async def apply_batch(self, batch: Batch, progress: Progress | None = None) -> ApplyResult:
         """Apply a merge's batch atomically and at most once (see :class:`ApplyResult`)."""
         ...
@@ -254,10 +311,11 @@ class RelationStore(Protocol):
         """
         ...
 
-    async def undo(self, batch_id: str) -> UndoResult:
+    async def undo(self, batch_id: str, *, check_only: bool = False) -> UndoResult:
         """Restore what the batch changed and remove what it inserted, in one transaction;
         refused (:class:`~relmerge.errors.UndoRefusedError`) when a later applied batch
-        changed the same relations or maps input ids to relations it inserted."""
+        changed the same relations or maps input ids to relations it inserted.
+        ``check_only``: change nothing, only refuse as the undo would (``undoable``)."""
         ...
 
     def dump(self, progress: Progress | None = None) -> AsyncGenerator[ExtractedRelation, None]:

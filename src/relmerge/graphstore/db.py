@@ -65,6 +65,7 @@ class Dialect(Protocol):
     types: Types
     url: str  # password hidden
     statistics_sql: str  # refreshes the query planner's statistics (after a large load)
+    identity_override: str  # lets an INSERT give the numbered key (undo of a retract)
 
     def connect(self, create: bool) -> Connection:
         """Open a connection; ``create``: a missing SQLite file may be made (init only)."""

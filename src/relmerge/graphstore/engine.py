@@ -28,10 +28,12 @@ from typing import Any, TypeVar
 from relmerge.errors import InputError, RelmergeError, StoreError
 from relmerge.graphstore import meta, reads, undo
 from relmerge.graphstore.base import (
+    RETRACTED,
     ApplyResult,
     Batch,
     BatchRecord,
     Changes,
+    Member,
     Pair,
     PairState,
     Progress,
@@ -184,6 +186,15 @@ class SqlRelationStore:
     async def folded(self, input_ids: Sequence[str]) -> dict[str, str]:
         return await self._read(reads.folded, list(input_ids))
 
+    async def members(
+        self,
+        *,
+        documents: Sequence[str] = (),
+        chunks: Sequence[str] = (),
+        relation_ids: Sequence[str] = (),
+    ) -> list[Member]:
+        return await self._read(reads.members, list(documents), list(chunks), list(relation_ids))
+
     async def batch(self, batch_id: str) -> BatchRecord | None:
         return await self._read(reads.latest_batch, batch_id)
 
@@ -288,12 +299,14 @@ class SqlRelationStore:
         _check_batch(batch)
         versions = {pair_of(*pair): int(version) for pair, version in batch.versions.items()}
         written = {r.relation_id for r in (*batch.inserts, *batch.updates)}
-        others = sorted({target for target in batch.mapping.values() if target not in written})
+        others = sorted({t for t in batch.mapping.values() if t not in written and t != RETRACTED})
         async with self._lock:
             db = await self._open()
             # The pairs that mapped-to relations live in (a relation never changes pair,
             # so reading them before the locks is safe): they are locked with the rest.
-            target_pairs = await self._run(reads.pairs_of_relations, db, others)
+            target_pairs = await self._run(
+                reads.pairs_of_relations, db, sorted({*others, *batch.deletes})
+            )
             locks = Locks.of(
                 batch_id=batch.batch_id,
                 pairs=[
@@ -329,8 +342,14 @@ class SqlRelationStore:
                         await self._run(step, part)
                         if progress is not None:
                             progress(len(part))
+                if batch.deletes:
+                    await self._run(write.delete, list(batch.deletes))
                 if batch.absorbed:
                     await self._run(write.absorb, dict(batch.absorbed))
+                    await self._run(write.absorbed_members, dict(batch.absorbed))
+                members = list(batch.members) or _own_members(batch)
+                for part in chunks(members, WRITE_CHUNK):
+                    await self._run(write.members, part)
                 await self._run(write.entities, list(batch.entities))
                 write.mapped_pairs(target_pairs.values())
                 for part in chunks(list(batch.mapping.items()), WRITE_CHUNK):
@@ -368,6 +387,10 @@ class SqlRelationStore:
                 await self._run(write.open, "", "loading")
                 async for part in _chunked(relations, WRITE_CHUNK):
                     await self._run(write.insert, part)
+                    # Each relation it inserts is its own member (one stored as it is
+                    # already has its member row).
+                    own = [Member(r, r.relation_id) for r in write.inserted]
+                    await self._run(write.members, own)
                     await self._run(write.map, [(r.relation_id, r.relation_id) for r in part])
                     if progress is not None:
                         progress(len(part))
@@ -388,12 +411,15 @@ class SqlRelationStore:
                 await self._run(db.execute, self._dialect.statistics_sql)
         return ApplyResult("applied", final_id, counts)
 
-    async def undo(self, batch_id: str) -> UndoResult:
+    async def undo(self, batch_id: str, *, check_only: bool = False) -> UndoResult:
         async with self._lock:
             db = await self._open()
             plan = await self._run(undo.plan, db, batch_id)
             if plan.record.status != "applied":
                 return UndoResult("already_undone", batch_id)
+            if check_only:
+                await self._run(undo.check, db, plan)
+                return UndoResult("undoable", batch_id)
             try:
                 await self._run(self._dialect.begin_write, db, plan.locks())
                 if not await self._run(undo.still_applied, db, plan):
@@ -425,6 +451,23 @@ class SqlRelationStore:
         await self.close()
 
 
+def _own_members(batch: Batch) -> list[Member]:
+    """The member rows of a merge that gave none: a relation it inserted for itself alone
+    is its own member, as it came; any other relation it wrote stands for members not
+    known one by one (opaque: a retract then keeps its wording)."""
+    if batch.kind != "merge":
+        return []
+    into: dict[str, set[str]] = {}
+    for input_id, relation_id in batch.mapping.items():
+        into.setdefault(relation_id, set()).add(input_id)
+    members = []
+    for relation in batch.inserts:
+        alone = into.get(relation.relation_id, {relation.relation_id}) == {relation.relation_id}
+        members.append(Member(relation, relation.relation_id, "input" if alone else "opaque"))
+    members += [Member(r, r.relation_id, "opaque") for r in batch.updates]
+    return members
+
+
 def _check_batch(batch: Batch) -> None:
     if not isinstance(batch.batch_id, str) or not batch.batch_id.strip():
         raise StoreError("a batch id must be a non-empty string")
@@ -436,3 +479,8 @@ def _check_batch(batch: Batch) -> None:
                 f"batch {batch.batch_id!r}: each absorbed relation joins a survivor the "
                 "batch updates, and no survivor is absorbed"
             )
+    if batch.deletes and not batch.retract:
+        raise StoreError(f"batch {batch.batch_id!r}: only a retract removes relations")
+    written = {relation.relation_id for relation in (*batch.inserts, *batch.updates)}
+    if written & set(batch.deletes):
+        raise StoreError(f"batch {batch.batch_id!r} both writes and removes a relation")

@@ -39,7 +39,11 @@ class PostgresDialect:
         serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", integer="BIGINT", blob="BYTEA"
     )
     # ANALYZE samples a fixed number of rows: cheap on any size of table.
-    statistics_sql = "ANALYZE relmerge_relations, relmerge_pairs, relmerge_mapping"
+    statistics_sql = (
+        "ANALYZE relmerge_relations, relmerge_pairs, relmerge_mapping, relmerge_members, "
+        "relmerge_member_chunks"
+    )
+    identity_override = "OVERRIDING SYSTEM VALUE"  # row_seq is GENERATED ALWAYS
 
     def __init__(self, conninfo: str, url: str, secrets: Sequence[str]) -> None:
         self._conninfo = conninfo

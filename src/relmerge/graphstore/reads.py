@@ -12,11 +12,20 @@ from typing import Any
 
 import orjson
 
-from relmerge.graphstore.base import BatchCounts, BatchRecord, Pair, PairState, pair_of
+from relmerge.graphstore.base import (
+    RETRACTED,
+    BatchCounts,
+    BatchRecord,
+    Member,
+    Pair,
+    PairState,
+    pair_of,
+)
 from relmerge.graphstore.db import Db, chunks, marks
 from relmerge.graphstore.schema import (
     ENTITY_COLUMNS,
     RELATION_COLUMNS,
+    json_relation,
     row_entity,
     row_relation,
 )
@@ -34,6 +43,12 @@ NOT_ABSORBED = (
 )
 ANY_RECONCILED = (
     "SELECT 1 FROM relmerge_batches WHERE kind = 'reconcile' AND status = 'applied' LIMIT 1"
+)
+# A batch whose mapping moves a stored id to another (a reconcile absorbs, a retract
+# renames a relation whose id came from a member it took back).
+ANY_MOVED = (
+    "SELECT 1 FROM relmerge_batches WHERE kind IN ('reconcile', 'retract') "
+    "AND status = 'applied' LIMIT 1"
 )
 RECONCILED = "reconciled_through"  # the decision line an applied reconcile covers up to
 RESOLVE_LIMIT = 64  # reconciles chained over one id: more means a cycle (never written)
@@ -114,14 +129,15 @@ def relations_by_id(db: Db, relation_ids: Sequence[str]) -> dict[str, ExtractedR
 
 
 def absorbed_into(db: Db, relation_ids: Sequence[str]) -> dict[str, str]:
-    """Absorbed id -> survivor id, for the ids among these an applied reconcile absorbed."""
+    """Absorbed id -> survivor id, for the ids among these an applied reconcile absorbed
+    (or an applied retract renamed; one it took back maps to nothing: left out)."""
     found: dict[str, str] = {}
     for part in chunks(list(dict.fromkeys(relation_ids))):
         rows = db.query(
             "SELECT m.input_id, m.relation_id FROM relmerge_mapping m "
             "JOIN relmerge_batches b ON b.seq = m.batch_seq "
-            f"WHERE b.kind = 'reconcile' AND b.status = 'applied' "
-            f"AND m.input_id IN ({marks(len(part))})",
+            "WHERE b.kind IN ('reconcile', 'retract') AND b.status = 'applied' "
+            f"AND m.relation_id <> '' AND m.input_id IN ({marks(len(part))})",
             part,
         )
         found.update({absorbed: survivor for absorbed, survivor in rows if absorbed != survivor})
@@ -132,8 +148,8 @@ def resolve(db: Db, relation_ids: Sequence[str]) -> dict[str, str]:
     """Each id -> the stored id that stands for it now (itself, unless a reconcile
     absorbed it: then its survivor, through later reconciles too)."""
     now = {relation_id: relation_id for relation_id in relation_ids}
-    if not now or not db.query(ANY_RECONCILED):
-        return now  # one look: most stores never had a reconcile applied
+    if not now or not db.query(ANY_MOVED):
+        return now  # one look: most stores never had a reconcile or retract applied
     for _ in range(RESOLVE_LIMIT):
         moved = absorbed_into(db, list(set(now.values())))
         if not moved:
@@ -167,6 +183,7 @@ def folded(db: Db, input_ids: Sequence[str]) -> dict[str, str]:
         for input_id, relation_id, seq in rows:
             if input_id not in found or found[input_id][0] < seq:
                 found[input_id] = (int(seq), relation_id)
+    found = {i: seen for i, seen in found.items() if seen[1] != RETRACTED}  # taken back
     now = resolve(db, [relation_id for _, relation_id in found.values()])
     return {input_id: now[relation_id] for input_id, (_, relation_id) in found.items()}
 
@@ -309,3 +326,70 @@ def pairs_of_relations(db: Db, relation_ids: Sequence[str]) -> dict[str, Pair]:
             )
             found.update({relation_id: (lo, hi) for relation_id, lo, hi in rows})
     return found
+
+
+MEMBER_COLUMNS = (
+    "m.batch_seq, m.position, m.member_id, m.relation_id, m.origin, m.joined_seq, m.record"
+)
+
+
+def current_members(db: Db, member_ids: Sequence[str]) -> dict[str, Member]:
+    """Each member id's latest row in an applied batch (one taken back included: its
+    ``relation_id`` is :data:`~relmerge.graphstore.base.RETRACTED`)."""
+    found: dict[str, Member] = {}
+    for part in chunks(list(dict.fromkeys(member_ids))):
+        rows = db.query(
+            f"SELECT {MEMBER_COLUMNS} FROM relmerge_members m "
+            "JOIN relmerge_batches b ON b.seq = m.batch_seq "
+            f"WHERE b.status = 'applied' AND m.member_id IN ({marks(len(part))})",
+            part,
+        )
+        for seq, position, member_id, relation_id, origin, joined, record in rows:
+            seen = found.get(member_id)
+            if seen is None or (seen.batch_seq, seen.position) < (int(seq), int(position)):
+                found[member_id] = Member(
+                    json_relation(record), relation_id, origin, int(seq), int(position), int(joined)
+                )
+    return found
+
+
+def _member_ids(db: Db, sql: str, keys: Sequence[str]) -> list[str]:
+    ids: list[str] = []
+    for part in chunks(list(dict.fromkeys(keys))):
+        ids.extend(member_id for (member_id,) in db.query(sql.format(marks(len(part))), part))
+    return ids
+
+
+def members(
+    db: Db, documents: Sequence[str], chunk_ids: Sequence[str], relation_ids: Sequence[str]
+) -> list[Member]:
+    """The current members (not taken back) with one of ``documents`` or ``chunk_ids``
+    in their record, or folded into one of ``relation_ids``: candidates by index, then
+    each member id's latest row checked again (an older row may have matched)."""
+    ids = _member_ids(
+        db, "SELECT DISTINCT member_id FROM relmerge_members WHERE document_id IN ({})", documents
+    )
+    ids += _member_ids(
+        db,
+        "SELECT DISTINCT m.member_id FROM relmerge_member_chunks c JOIN relmerge_members m "
+        "ON m.batch_seq = c.batch_seq AND m.position = c.position WHERE c.chunk_id IN ({})",
+        chunk_ids,
+    )
+    ids += _member_ids(
+        db,
+        "SELECT DISTINCT member_id FROM relmerge_members WHERE relation_id IN ({})",
+        relation_ids,
+    )
+    wanted_documents, wanted_chunks = set(documents), set(chunk_ids)
+    wanted_relations = set(relation_ids)
+    kept = [
+        member
+        for member in current_members(db, ids).values()
+        if member.relation_id != RETRACTED
+        and (
+            member.record.document_id in wanted_documents
+            or member.relation_id in wanted_relations
+            or not wanted_chunks.isdisjoint(member.record.chunk_ids())
+        )
+    ]
+    return sorted(kept, key=lambda member: (member.batch_seq, member.position))

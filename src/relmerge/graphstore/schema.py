@@ -16,7 +16,12 @@ Tables, and why each is there:
 - ``relmerge_mapping``: each batch's input id -> stored id (what the store has folded in);
 - ``relmerge_decisions``: each batch's decisions, opaque JSON lines;
 - ``relmerge_changes``: the change log, before and after images, from which undo restores;
-- ``relmerge_vectors``: embedding cache, (embedder, text digest) -> float32 bytes.
+- ``relmerge_vectors``: embedding cache, (embedder, text digest) -> float32 bytes;
+- ``relmerge_members`` (version 2): every input record a batch folded in, whole, with the
+  stored id it joined (indexed by member id, document and stored id), so that a document
+  can be taken back and its relations rebuilt from their other members; the latest row
+  of a member id in an applied batch is its state (an undo needs no delete);
+- ``relmerge_member_chunks`` (version 2): a member row's chunk ids (lookups by chunk).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ import orjson
 from relmerge.graphstore.base import Pair, relation_pair
 from relmerge.model import EntityContext, ExtractedRelation
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+MIGRATES_FROM = 1  # a store of this version is upgraded in place (graphstore/meta.py)
 META_TABLE = "relmerge_meta"
 
 
@@ -42,7 +48,8 @@ class Types:
     blob: str
 
 
-_TABLES = """
+_TABLES = (
+    """
 CREATE TABLE IF NOT EXISTS relmerge_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -124,10 +131,34 @@ CREATE TABLE IF NOT EXISTS relmerge_vectors (
     PRIMARY KEY (embedder, digest)
 );
 """
+    + """
+CREATE TABLE IF NOT EXISTS relmerge_members (
+    batch_seq {integer} NOT NULL,
+    position {integer} NOT NULL,
+    member_id TEXT NOT NULL,
+    relation_id TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    joined_seq {integer} NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (batch_seq, position)
+);
+CREATE INDEX IF NOT EXISTS relmerge_members_member ON relmerge_members (member_id, batch_seq);
+CREATE INDEX IF NOT EXISTS relmerge_members_document ON relmerge_members (document_id);
+CREATE INDEX IF NOT EXISTS relmerge_members_relation ON relmerge_members (relation_id);
+CREATE TABLE IF NOT EXISTS relmerge_member_chunks (
+    chunk_id TEXT NOT NULL,
+    batch_seq {integer} NOT NULL,
+    position {integer} NOT NULL,
+    PRIMARY KEY (chunk_id, batch_seq, position)
+);
+"""
+)
 
 
 def create_statements(types: Types) -> list[str]:
-    """The DDL, one statement each, for a dialect's types."""
+    """The DDL, one statement each, for a dialect's types (``IF NOT EXISTS`` throughout:
+    the migration from version 1 runs it again to add the member tables)."""
     script = _TABLES.format(serial=types.serial, integer=types.integer, blob=types.blob)
     return [statement.strip() for statement in script.split(";") if statement.strip()]
 

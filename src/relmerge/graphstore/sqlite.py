@@ -10,6 +10,7 @@ version check and its writes atomic on SQLite.
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ class SqliteDialect:
     name = "sqlite"
     types = Types(serial="INTEGER PRIMARY KEY", integer="INTEGER", blob="BLOB")
     statistics_sql = "PRAGMA optimize"  # analyses only where SQLite finds it useful
+    identity_override = ""
 
     def __init__(self, path: Path, url: str) -> None:
         self.path = path
@@ -36,11 +38,16 @@ class SqliteDialect:
         if not create and not self.path.exists():
             raise StoreSchemaError(
                 f"no relmerge store at {self.url} (no such file): create one with "
-                f"`relmerge store init {self.url}`"
+                f"`relmerge store init {shlex.quote(self.url)}`"
+            )
+        folder = self.path.parent
+        if create and not folder.is_dir():
+            # The file is init's to create, not a directory tree a typo in the URL named.
+            raise StoreUnavailableError(
+                f"cannot create the store {self.url}: the directory {folder} does not exist; "
+                f"create it first (mkdir -p {shlex.quote(str(folder))}) or correct the URL"
             )
         try:
-            if create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
             mode = "rwc" if create else "rw"
             connection = sqlite3.connect(
                 f"file:{quote(str(self.path))}?mode={mode}",

@@ -17,9 +17,15 @@ import orjson
 
 from relmerge.errors import BatchNotFoundError, UndoRefusedError
 from relmerge.graphstore.base import BatchRecord, Pair, pair_of
-from relmerge.graphstore.db import Db, Locks
+from relmerge.graphstore.db import Db, Locks, marks
 from relmerge.graphstore.reads import latest_batch
-from relmerge.graphstore.schema import entity_row, json_entity, json_relation
+from relmerge.graphstore.schema import (
+    RELATION_COLUMNS,
+    entity_row,
+    json_entity,
+    json_relation,
+    relation_row,
+)
 from relmerge.graphstore.writes import _UPSERT_ENTITY, bump_pairs, now, update_values
 
 _LATER = """
@@ -43,7 +49,8 @@ class Change:
     item_id: str
     before: str | None  # None: inserted by the batch
     pair: Pair | None  # a relation's pair
-    op: str = "update"  # insert | update | absorb (a reconcile: the row was kept)
+    op: str = "update"  # insert | update | absorb (a reconcile: the row was kept) | delete
+    after: str = ""  # a delete's: the row's place (row_seq, inserted_by) with its image
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ def plan(db: Db, batch_id: str) -> UndoPlan:
     first: dict[tuple[str, str], Change] = {}
     for kind, item_id, before, after, op in rows:
         if (kind, item_id) not in first:
-            first[(kind, item_id)] = Change(kind, item_id, before, _pair(kind, after), op)
+            first[(kind, item_id)] = Change(kind, item_id, before, _pair(kind, after), op, after)
     return UndoPlan(record, tuple(first.values()))
 
 
@@ -91,6 +98,13 @@ def still_applied(db: Db, undo: UndoPlan) -> bool:
     """Under the locks: the batch has not been undone meanwhile."""
     record = latest_batch(db, undo.record.batch_id)
     return record is not None and record.seq == undo.record.seq and record.status == "applied"
+
+
+def check(db: Db, undo: UndoPlan) -> None:
+    """``refuse_if_later`` in a snapshot of its own, changing nothing: whether an undo
+    would be refused now (a merge asks before it claims its output folder)."""
+    with db.reading():
+        refuse_if_later(db, undo)
 
 
 def refuse_if_later(db: Db, undo: UndoPlan) -> None:
@@ -110,12 +124,14 @@ def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
     """Write the before images back, delete what was inserted, mark the batch undone,
     commit. Returns (relations removed, relations restored). A relation a reconcile
     absorbed was kept as it was: it counts in its pair again (the reads see it again as
-    the batch is marked undone)."""
+    the batch is marked undone); one a retract removed is put back in its place. The
+    batch's member and mapping rows stay, read no more once it is marked undone."""
     deltas: dict[Pair, int] = {}
     relations = [c for c in undo.changes if c.kind == "relation"]
     removed = [c for c in relations if c.before is None]
     absorbed = [c for c in relations if c.op == "absorb"]
-    restored = [c for c in relations if c.before is not None and c.op != "absorb"]
+    deleted = [c for c in relations if c.op == "delete"]
+    restored = [c for c in relations if c.before is not None and c.op not in ("absorb", "delete")]
     db.executemany(
         "DELETE FROM relmerge_relations WHERE relation_id = ?", [(c.item_id,) for c in removed]
     )
@@ -125,9 +141,14 @@ def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
         "name = ?, description = ?, attributes = ?, source_chunk_ids = ? WHERE relation_id = ?",
         [update_values(json_relation(c.before)) for c in restored if c.before is not None],
     )
-    for change in removed + restored + absorbed:
+    db.executemany(
+        f"INSERT INTO relmerge_relations (row_seq, {RELATION_COLUMNS}, inserted_by) "
+        f"{db.dialect.identity_override} VALUES ({marks(16)})",
+        [_placed_row(c) for c in deleted],
+    )
+    for change in removed + restored + absorbed + deleted:
         assert change.pair is not None
-        step = 1 if change.op == "absorb" else -(change.before is None)
+        step = 1 if change.op in ("absorb", "delete") else -(change.before is None)
         deltas[change.pair] = deltas.get(change.pair, 0) + step
     entities = [c for c in undo.changes if c.kind == "entity"]
     db.executemany(
@@ -144,4 +165,11 @@ def restore(db: Db, undo: UndoPlan) -> tuple[int, int]:
         [now(), undo.record.seq],
     )
     db.commit()
-    return len(removed), len(restored) + len(absorbed)
+    return len(removed), len(restored) + len(absorbed) + len(deleted)
+
+
+def _placed_row(change: Change) -> tuple[Any, ...]:
+    """A removed relation's row as it was: its place in the dump order and its batch."""
+    assert change.before is not None
+    place = orjson.loads(change.after)
+    return (place["row_seq"], *relation_row(json_relation(change.before)), place["inserted_by"])

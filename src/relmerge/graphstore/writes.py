@@ -21,9 +21,15 @@ from typing import Any
 import orjson
 
 from relmerge.errors import RelationIdTakenError, StoreError
-from relmerge.graphstore.base import BatchCounts, Pair, relation_pair
-from relmerge.graphstore.db import Db, Locks, marks
-from relmerge.graphstore.reads import applied_batch, entities, pair_versions, stored_rows
+from relmerge.graphstore.base import RETRACTED, BatchCounts, Member, Pair, relation_pair
+from relmerge.graphstore.db import Db, Locks, chunks, marks
+from relmerge.graphstore.reads import (
+    applied_batch,
+    current_members,
+    entities,
+    pair_versions,
+    stored_rows,
+)
 from relmerge.graphstore.schema import (
     RELATION_COLUMNS,
     entity_json,
@@ -51,6 +57,14 @@ _BUMP = (
     "VALUES (?, ?, 1, ?) ON CONFLICT (pair_lo, pair_hi) DO UPDATE SET "
     "version = relmerge_pairs.version + 1, "
     "relation_count = relmerge_pairs.relation_count + excluded.relation_count"
+)
+_INSERT_MEMBER = (
+    "INSERT INTO relmerge_members "
+    "(batch_seq, position, member_id, relation_id, document_id, origin, joined_seq, record) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_MEMBER_CHUNK = (
+    "INSERT INTO relmerge_member_chunks (chunk_id, batch_seq, position) VALUES (?, ?, ?)"
 )
 _UPSERT_ENTITY = (
     "INSERT INTO relmerge_entities (entity_id, name, type, profile) VALUES (?, ?, ?, ?) "
@@ -96,6 +110,8 @@ class BatchWrite:
         self.counts: dict[str, int] = dict.fromkeys(BatchCounts().to_dict(), 0)
         self.digest = hashlib.sha256()
         self._pending_log: list[tuple[Any, ...]] = []
+        self.member_position = 0
+        self.inserted: list[ExtractedRelation] = []  # by the last insert() call
 
     def begin(self, locks: Locks) -> None:
         self.db.dialect.begin_write(self.db, locks)
@@ -134,6 +150,7 @@ class BatchWrite:
         """New relations; one already stored unchanged is counted, with other content it
         refuses the batch."""
         self._pending_log = []
+        self.inserted = []
         stored = stored_rows(self.db, [r.relation_id for r in relations])
         rows, taken = [], []
         for relation in relations:
@@ -148,6 +165,7 @@ class BatchWrite:
                 continue
             stored[relation.relation_id] = row  # a repeat within the chunk is a repeat
             rows.append((*row, self.seq))
+            self.inserted.append(relation)
             self._log("relation", relation.relation_id, "insert", None, relation_json(relation))
             self._touch(relation_pair(relation), 1)
         if taken:
@@ -216,6 +234,99 @@ class BatchWrite:
             self._touch(relation_pair(relation), -1)
         self.db.executemany(_LOG, self._pending_log)
         self.counts["absorbed"] += len(absorbed)
+
+    def delete(self, relation_ids: Sequence[str]) -> None:
+        """Stored relations removed (a retract: none of their members is left); logged
+        with their row's place and batch, so that undo puts them back as they were."""
+        self._pending_log = []
+        stored = stored_rows(self.db, list(relation_ids))
+        missing = [relation_id for relation_id in relation_ids if relation_id not in stored]
+        if missing:
+            raise StoreError(
+                f"batch {self.batch_id!r} removes relation(s) that are not stored "
+                f"({_some(missing)})"
+            )
+        places: dict[str, tuple[int, int]] = {}
+        for part in chunks(list(stored)):
+            rows = self.db.query(
+                "SELECT relation_id, row_seq, inserted_by FROM relmerge_relations "
+                f"WHERE relation_id IN ({marks(len(part))})",
+                part,
+            )
+            places.update({i: (int(seq), int(by)) for i, seq, by in rows})
+        for relation_id in dict.fromkeys(relation_ids):
+            relation = row_relation(stored[relation_id])
+            image = relation_json(relation)
+            place = orjson.dumps(
+                {
+                    **orjson.loads(image),
+                    "row_seq": places[relation_id][0],
+                    "inserted_by": places[relation_id][1],
+                }
+            ).decode()
+            self._log("relation", relation_id, "delete", image, place)
+            self._touch(relation_pair(relation), -1)
+        self.db.executemany(
+            "DELETE FROM relmerge_relations WHERE relation_id = ?",
+            [(relation_id,) for relation_id in dict.fromkeys(relation_ids)],
+        )
+        self.db.executemany(_LOG, self._pending_log)
+        self.counts["removed"] += len(set(relation_ids))
+
+    def members(self, members: Sequence[Member]) -> None:
+        """Member rows (the records behind the stored relations), each with its chunk ids
+        for lookups by chunk; a row taken back keeps only its document for lookups."""
+        rows: list[tuple[Any, ...]] = []
+        chunk_rows: list[tuple[Any, ...]] = []
+        for member in members:
+            self.member_position += 1
+            record = member.record
+            rows.append(
+                (
+                    self.seq,
+                    self.member_position,
+                    record.relation_id,
+                    member.relation_id,
+                    record.document_id,
+                    member.origin,
+                    member.joined or self.seq,
+                    relation_json(record),
+                )
+            )
+            if member.relation_id != RETRACTED:
+                chunk_rows.extend(
+                    (chunk_id, self.seq, self.member_position)
+                    for chunk_id in dict.fromkeys(record.chunk_ids())
+                )
+        self.db.executemany(_INSERT_MEMBER, rows)
+        self.db.executemany(_INSERT_MEMBER_CHUNK, chunk_rows)
+
+    def absorbed_members(self, absorbed: Mapping[str, str]) -> None:
+        """A reconcile's absorbed relations' members, moved to their survivor."""
+        ids: list[str] = []
+        for part in chunks(list(absorbed)):
+            ids.extend(
+                member_id
+                for (member_id,) in self.db.query(
+                    "SELECT DISTINCT member_id FROM relmerge_members "
+                    f"WHERE relation_id IN ({marks(len(part))})",
+                    part,
+                )
+            )
+        moved = [
+            Member(
+                member.record,
+                absorbed[member.relation_id],
+                member.origin,
+                joined=member.joined,
+            )
+            for member in sorted(
+                current_members(self.db, ids).values(),
+                key=lambda member: (member.batch_seq, member.position),
+            )
+            if member.relation_id in absorbed
+        ]
+        self.members(moved)
 
     def entities(self, profiles: Sequence[EntityContext]) -> None:
         """Entity profiles added or replaced (the last of an id wins); logged like

@@ -7,9 +7,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from relmerge.errors import InputError
-from relmerge.report.data import gather
-from relmerge.report.html import render
-from relmerge.report.plots import all_plots
 
 REPORT_FILE = "report.html"
 
@@ -22,7 +19,13 @@ def _version() -> str:
 
 
 def build_report(out: Path, input_path: Path | None = None, sample: int = 20) -> str:
-    """The report page of the run in OUT; INPUT (the run's input) adds the members' text."""
+    """The report page of the run in OUT; INPUT (the run's input) adds the members' text.
+    (Imported here: matplotlib loads for a report only, not for the CLI's words of
+    ``relmerge.report.words``.)"""
+    from relmerge.report.data import gather
+    from relmerge.report.html import render
+    from relmerge.report.plots import all_plots
+
     data = gather(out, input_path, sample)
     return render(data, all_plots(data), _version())
 

@@ -34,6 +34,7 @@ from relmerge.report.model import (
     outcome_of,
 )
 from relmerge.report.reading import JsonlObjects, Reservoir, input_records, read_json, relation_file
+from relmerge.review.rerun import RECONCILE_RESULT, command_outline, made_by
 
 SCORE_SAMPLE = 50_000  # scored decisions kept for the histograms
 EXTRA_THRESHOLDS = ("auto_merge_description_cosine", "auto_keep_description_cosine")
@@ -111,9 +112,16 @@ def _setting(value: Any) -> str:
 def _result(out: Path) -> dict[str, Any]:
     path = out / RESULT_FILE
     if not out.is_dir() or not path.is_file():
+        maker = made_by(out) if out.is_dir() else "run"
+        if maker == "reconcile":
+            raise InputError(
+                f"{out} holds a reconcile proposal (`{command_outline(out, maker)}`), not a "
+                f"run: relmerge report reads what `relmerge run` or `relmerge merge-into` "
+                f"writes; the proposal's figures are in {out / RECONCILE_RESULT}"
+            )
         raise InputError(
             f"no complete run in {out}: {RESULT_FILE} is missing "
-            f"(run `relmerge run INPUT --output {out}` first)"
+            f"(run `{command_outline(out, maker)}` first)"
         )
     result = read_json(path)
     if not isinstance(result, dict):

@@ -363,7 +363,7 @@ def _clarifications_section(data: ReportData) -> str:
     hint = (
         f'<p class="hint">{data.pending_count:,} pending, {data.answered_count:,} answered;'
         f" showing {len(data.pending)}. Answer them with <code>relmerge review OUT</code>;"
-        " answers apply on the next <code>relmerge run</code> into OUT.</p>"
+        " answers apply when the command that made OUT runs into it again.</p>"
     )
     rows = [_clarification_row(c) for c in data.pending]
     table = _table(

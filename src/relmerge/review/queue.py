@@ -18,6 +18,7 @@ file deleted) is forgotten by the memory too.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,8 @@ class ReviewQueue:
         if unknown:
             raise InputError(
                 f"no answer to {unknown[0]!r} in {self.root}: "
-                f"`relmerge review {self.root} --revise` shows the answered questions' ids"
+                f"`relmerge review {shlex.quote(str(self.root))} --revise` shows the answered "
+                "questions' ids"
             )
         for question_id in question_ids:
             self.answers.pop(question_id)

@@ -24,13 +24,25 @@ from typing import Any
 import orjson
 
 from relmerge.io.outdir import RUN_MARKER
+from relmerge.io.write import RESULT_FILE
 
 HIDDEN = "<hidden>"
+RECONCILE_RESULT = "reconcile_result.json"  # what ``relmerge reconcile`` writes last
+# The commands that write an OUT, as a person would type them again (``…``: its options).
+_TEMPLATES = {
+    "run": ("run", "INPUT"),
+    "merge-into": ("merge-into", "URL", "INPUT"),
+    "reconcile": ("reconcile", "URL"),
+    "demo": ("demo",),
+}
 # ``click.Context.meta`` key of the arguments after ``relmerge``, as typed (``relmerge.cli``
 # puts them there, ``relmerge run`` records them).
 ARGV_META = "relmerge.argv"
 _SECRET_OPTIONS = ("--storage-option",)
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+# A database URL's user alone is a name, not a secret (peer or trust authentication, a
+# password from the environment): only its password is hidden.
+_DATABASE_USER = re.compile(r"^(postgres(?:ql)?(?:\+\w+)?://)([^/@:\s]+)@")
 _SECRET_QUERY = re.compile(
     r"(?i)([?&][^=&#]*(?:key|token|secret|password|passwd|signature|sig|credential)[^=&#]*=)"
     r"[^&#]*"
@@ -40,7 +52,12 @@ _SECRET_QUERY = re.compile(
 def _redact_text(value: str) -> str:
     if "://" not in value:
         return value
+    user = _DATABASE_USER.match(value)
+    if user is not None:
+        value = value[user.end() :]
     value = _USERINFO.sub(HIDDEN + "@", value)
+    if user is not None:
+        value = user.group(0) + value
     return _SECRET_QUERY.sub(lambda m: m.group(1) + HIDDEN, value)
 
 
@@ -142,3 +159,36 @@ def run_started_at(out: Path) -> float | None:
         return float(started)
     marker = out / RUN_MARKER
     return marker.stat().st_mtime if marker.is_file() else None
+
+
+def relmerge_line(*args: str | Path) -> str:
+    """``relmerge ARGS`` as a shell reads it back: a URL with ``&`` or ``?``, a path with
+    spaces, pasted as printed, stays one argument."""
+    return shlex.join(["relmerge", *map(str, args)])
+
+
+def made_by(out: Path) -> str:
+    """The relmerge command that made OUT (``run``, ``merge-into``, ``reconcile``, ``demo``):
+    the recorded one, else what its files say, so that a hint names the right command."""
+    command = recorded_command(out)
+    if command is not None and command.argv and command.argv[0] in _TEMPLATES:
+        return command.argv[0]
+    if (out / RECONCILE_RESULT).is_file():
+        return "reconcile"
+    result = _result(out)
+    return "merge-into" if isinstance(result.get("store"), dict) else "run"
+
+
+def _result(out: Path) -> dict[str, Any]:
+    try:
+        value = orjson.loads((out / RESULT_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def command_outline(out: Path, name: str | None = None) -> str:
+    """``relmerge reconcile URL --output OUT …``: the command that made OUT (or ``name``),
+    its arguments as words to fill in, OUT quoted for a shell."""
+    words = _TEMPLATES.get(name or made_by(out), _TEMPLATES["run"])
+    return f"{shlex.join(['relmerge', *words, '--output', str(out)])} …"

@@ -36,7 +36,7 @@ from rich.console import Console
 
 from relmerge.errors import RelmergeError
 from relmerge.review.queue import ReviewQueue
-from relmerge.review.rerun import recorded_command
+from relmerge.review.rerun import command_outline, recorded_command
 
 _PAGE = resources.files("relmerge.review").joinpath("page.html")
 TOKEN_HEADER = "X-Relmerge-Token"
@@ -238,6 +238,7 @@ def apply_hint(out: Path) -> dict[str, str | None]:
         "review_apply": None
         if command is None or command.hidden
         else f"relmerge review {shlex.quote(str(out))} --apply",
+        "outline": command_outline(out),  # what to run where OUT records no command
     }
 
 

@@ -138,11 +138,27 @@ class Reconcile:
                 scope.add(relation)
         return scope
 
-    async def plan(self) -> dict[str, int]:
+    def _scope_words(self, scope: _Scope) -> dict[str, str]:
+        """What ``--pending`` read, in words: right after a load (no reconcile yet) it is
+        every loaded pair, which a user reading "pending" would not expect."""
+        if not self.pending:
+            return {}
+        if scope.since == 0:
+            return {
+                "pending": "every pair a batch wrote (no reconcile yet: a loaded store "
+                "is read whole once)"
+            }
+        return {
+            "pending": f"the pairs batches wrote after batch {scope.since} (the last "
+            "reconcile's) and the pairs it left open"
+        }
+
+    async def plan(self) -> dict[str, int | str]:
         """What a proposal would decide (``--dry-run``): nothing asked, nothing written."""
         scope = await self._blocks()
         multi, total = scope.multi(), scope.total
         return {
+            **self._scope_words(scope),
             ("relations_read" if self.pending else "stored_relations"): total,
             "blocks_to_decide": len(multi),
             "relations_in_blocks": sum(len(m) for m in multi),
@@ -178,6 +194,7 @@ class Reconcile:
         if embedder is not None:
             await embedder.save()
         output.figures = {
+            **self._scope_words(scope),
             ("relations_read" if self.pending else "stored_relations"): total,
             "blocks_decided": len(multi),
             "relations_in_blocks": sum(len(m) for m in multi),

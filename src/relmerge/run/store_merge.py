@@ -19,6 +19,7 @@ clarifications with the reason.
 from __future__ import annotations
 
 import hashlib
+import shlex
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,10 +30,12 @@ import orjson
 from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.memory import Remembered
-from relmerge.errors import StoreError
+from relmerge.decide.retry import UNAVAILABLE
+from relmerge.errors import StoreError, UndoRefusedError
 from relmerge.graphstore.base import (
     ApplyResult,
     Batch,
+    Member,
     Pair,
     PairState,
     RelationStore,
@@ -55,6 +58,9 @@ from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, Tally, 
 from relmerge.stages.remap import validate_entity_mapping
 
 CLARIFICATION = "clarification"  # a batch's decision entry that holds a clarification
+# A batch's decision entry: how many groups the model never answered (unreachable). The
+# batch is merged again, asking them, by the next merge of the same input with a model.
+UNANSWERED = "llm_unavailable_groups"
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ class StoreMergeResult:
     already_folded_count: int  # input ids an earlier batch folded in (skipped)
     inserted_count: int
     joined_count: int  # stored relations a new relation joined (folded in)
+    joined_changed_count: int  # of those, the ones whose stored record changed
+    entities_decided: int  # endpoints of the relations the merge decided
+    entities_with_profile: int  # of those, with a profile (the store's or the batch's)
     pairs_read: int
     stored_relations_read: int
     conflict_retries: int
@@ -77,6 +86,7 @@ class StoreMergeResult:
     semantic_merge_count: int
     llm_needed_pair_count: int
     clarification_count: int
+    llm_unavailable_group_count: int  # groups the model never answered: asked next time
     llm_requests: int
     llm_cache_hits: int
     vectors_from_store: int
@@ -201,17 +211,37 @@ class StoreMerge:
             self.input_digest = self.batch_id(inputs, mapping, answers=False)
             batch_id = batch_id or self.batch_id(inputs, mapping)
             entities = canonical_entities(self.entities, mapping)
+            replacing = replaces is not None and replaces != batch_id
+            if replacing:  # refused before anything is claimed or written
+                replacing = await self._can_replace(str(replaces))
             if before_work is not None:
                 await before_work(batch_id)
-            if replaces is not None and replaces != batch_id:
-                earlier = await self.store.batch(replaces)
-                if earlier is not None and earlier.status == "applied":
-                    await self.store.undo(replaces)
-            merging = _Merge(self, intake, inputs, batch_id, entities, started)
+            if replacing:
+                await self.store.undo(str(replaces))
+            merging = _Merge(self, intake, inputs, batch_id, entities, started, progress)
             merging.on_write = on_write
             return await merging.run()
         finally:
             intake.spool.close()
+
+    async def _can_replace(self, replaces: str) -> bool:
+        """Whether the earlier merge is applied, so undone first; refused (nothing
+        changed) when later batches built on it."""
+        earlier = await self.store.batch(replaces)
+        if earlier is None or earlier.status != "applied":
+            return False
+        try:
+            await self.store.undo(replaces, check_only=True)
+        except UndoRefusedError as error:
+            later, url = ", ".join(error.later), shlex.quote(self.store.url)
+            raise UndoRefusedError(
+                f"the answers cannot be applied by merging this batch again: its earlier "
+                f"merge {replaces} must be undone first, and later batch(es) {later} built "
+                f"on it. Undo those first (relmerge store undo {url} BATCH, newest "
+                "first), then run this again; nothing was changed",
+                error.later,
+            ) from None
+        return True
 
     def batch_id(
         self, inputs: Sequence[ExtractedRelation], mapping: Any, answers: bool = True
@@ -252,8 +282,10 @@ class _Merge:
         batch_id: str,
         entities: dict[str, EntityContext],
         started: float,
+        progress: Progress | None = None,
     ) -> None:
         self.owner = owner
+        self.progress = as_progress(progress)
         self.store = owner.store
         self.config = owner.config
         self.intake = intake
@@ -261,32 +293,38 @@ class _Merge:
         self.batch_id = batch_id
         self.entities = entities
         self.started = started
-        self.models: ModelStack = build_model_stack(owner.llm, owner.config, cache=owner.cache)
+        self.models: ModelStack = build_model_stack(
+            owner.llm, owner.config, cache=owner.cache, progress=self.progress
+        )
         self.embedder = (
             StoreEmbedder(owner.embedder, self.store) if owner.embedder is not None else None
         )
         self.pair_of_id = {r.relation_id: relation_pair(r) for r in inputs}
         self.known: dict[str, str] = {}  # input ids already in the store -> stored id
         self.retries = 0
+        self.changed = 0  # stored relations the applied batch changed
         self.on_write: Callable[[int], None] | None = None
         self.store_entities: dict[str, EntityContext] = {}  # the endpoints' stored profiles
+        self.endpoints = self.profiled = 0  # the batch's new endpoints; with a profile
         self.canaries = StoreCanaries(self.store, owner.config, self.models.model, self.models.gate)
 
     async def run(self) -> StoreMergeOutput:
         earlier = await self.store.batch(self.batch_id)
-        if earlier is not None and earlier.status == "applied":
+        if earlier is not None and earlier.status == "applied" and not await self._ask_again():
             return await self._already_applied()
         await self.canaries.load()
         todo = await self._not_stored(self.inputs)
         ends = {e for r in todo for e in (r.source_entity_id, r.target_entity_id)}
         self.store_entities = await self.store.entities(sorted(ends))
+        self.profiled = len(ends & (set(self.store_entities) | set(self.entities)))
+        self.endpoints = len(ends)
         decided = _Decided()
         pending = sorted({relation_pair(r) for r in todo})
         states: dict[Pair, PairState] = {}
         while True:
-            states.update(await self.store.relations_for_pairs(pending))
+            states.update(await self._read_pairs(pending))
             await self._decide(todo, pending, states, decided)
-            applied = await self.store.apply_batch(self._batch(decided, states), self.on_write)
+            applied = await self._apply(self._batch(decided, states))
             if applied.status == "already_applied":
                 return await self._already_applied()
             if applied.status == "applied":
@@ -300,6 +338,45 @@ class _Merge:
             pending = list(applied.conflicts)
             decided.drop(pending, self.pair_of_id)
             todo = [r for r in todo if r.relation_id not in await self._newly_folded(pending)]
+
+    async def _ask_again(self) -> bool:
+        """The applied batch left groups its unreachable model never answered, and a
+        model is given now: undo it (refused when later batches built on it: then
+        ``reconcile --pending`` asks them) so that it is merged again, asking them."""
+        if not self.owner.llm.available:
+            return False
+        logs = await self.store.batch_decisions(self.batch_id)
+        if not any(line.get(UNANSWERED) for line in logs):
+            return False
+        try:
+            await self.store.undo(self.batch_id)
+        except UndoRefusedError:
+            return False
+        return True
+
+    async def _read_pairs(self, pairs: Sequence[Pair]) -> dict[Pair, PairState]:
+        """The stored relations of ``pairs`` (the ``pairs`` phase)."""
+        progress = self.progress
+        progress.start("pairs", len(pairs))
+        states = await self.store.relations_for_pairs(pairs)
+        progress.advance("pairs", len(pairs))
+        progress.finish("pairs")
+        return states
+
+    async def _apply(self, batch: Batch) -> ApplyResult:
+        """``apply_batch``, its rows counted in the ``write`` phase."""
+        progress = self.progress
+        progress.start("write", len(batch.inserts) + len(batch.updates))
+
+        def written(rows: int) -> None:
+            progress.advance("write", rows)
+            if self.on_write is not None:
+                self.on_write(rows)
+
+        try:
+            return await self.store.apply_batch(batch, written)
+        finally:
+            progress.finish("write")
 
     async def _not_stored(self, inputs: list[ExtractedRelation]) -> list[ExtractedRelation]:
         """The inputs still to decide: not folded in by an earlier batch, and not stored
@@ -359,7 +436,7 @@ class _Merge:
         task = ChunkTask(0, list(range(len(originals))), originals, None, frozenset(range(stored)))
         canaries = self.canaries
         if not canaries.distrusted:
-            result = await work_chunk(task, settings, self.models.model, self.embedder)
+            result = await self._worked(task, settings, self.models.model)
             await canaries.measure(result)
             if not canaries.withheld or result.llm_questions == 0:
                 return result
@@ -368,7 +445,23 @@ class _Merge:
         if canaries.distrusted and self.models.gate is not None:
             self.models.gate.close(reason)  # no more requests to a distrusted model
         gated = CanaryGateModel(self.models.model, reason)  # cached answers refused too
-        return await work_chunk(task, settings, gated, self.embedder)
+        return await self._worked(task, settings, gated)
+
+    async def _worked(
+        self, task: ChunkTask, settings: ChunkSettings, model: LanguageModel
+    ) -> ChunkResult:
+        """The kernel over the chunk, its phases shown as ``relmerge run`` shows them."""
+        progress = self.progress
+        phases = ["exact", *(["embed", "semantic"] if settings.semantic else [])]
+        phases += ["llm"] if self.owner.llm.available else []
+        totals = {"embed": len(task.indices), "llm": 0}  # as ``run`` starts them
+        for phase in phases:
+            progress.start(phase, totals.get(phase))
+        try:
+            return await work_chunk(task, settings, model, self.embedder, progress)
+        finally:
+            for phase in phases:
+                progress.finish(phase)
 
     def _log(self, result: ChunkResult, plan: Plan, decided: _Decided) -> None:
         """The chunk's decisions (final output ids) and clarifications, by pair."""
@@ -395,6 +488,9 @@ class _Merge:
         logs += [
             {CLARIFICATION: item} for items in decided.clarifications.values() for item in items
         ]
+        unanswered = _unavailable(decided.issues)
+        if unanswered:
+            logs.append({UNANSWERED: unanswered})
         return Batch(
             self.batch_id,
             {pair: state.version for pair, state in states.items()},
@@ -404,12 +500,21 @@ class _Merge:
             logs,
             list(self.entities.values()),
             fingerprint=self.batch_id,
+            members=self._members(decided.plan.mapping),
         )
+
+    def _members(self, mapping: Mapping[str, str]) -> list[Member]:
+        """The input records this batch folds in, as they came (after the entity
+        mapping): kept with the stored id each joined, so a retract can rebuild it."""
+        records = {r.relation_id: r for r in reversed(self.inputs) if r.relation_id in mapping}
+        ordered = dict.fromkeys(r.relation_id for r in self.inputs if r.relation_id in records)
+        return [Member(records[i], mapping[i]) for i in ordered]
 
     async def _already_applied(self) -> StoreMergeOutput:
         """The earlier application's mapping and logs, read back from the store."""
         mapping = await self.store.batch_mapping(self.batch_id)
         mapping.update(await self.store.folded([r.relation_id for r in self.inputs]))
+        self.known.update(mapping)  # every input id is in the store already
         logs = await self.store.batch_decisions(self.batch_id)
         return await self._finish("already_applied", mapping, logs, _Decided(), {})
 
@@ -420,6 +525,7 @@ class _Merge:
             await self.embedder.save()
         logs = self._batch(decided, states).decisions
         mapping = {**self.known, **decided.plan.mapping}
+        self.changed = applied.counts.updated
         return await self._finish("applied", mapping, list(logs), decided, states)
 
     async def _finish(
@@ -430,6 +536,8 @@ class _Merge:
         decided: _Decided,
         states: Mapping[Pair, PairState],
     ) -> StoreMergeOutput:
+        unanswered = sum(int(line.get(UNANSWERED, 0)) for line in logs)
+        logs = [line for line in logs if UNANSWERED not in line]
         decisions = [dict(line) for line in logs if CLARIFICATION not in line]
         clarifications = [dict(line[CLARIFICATION]) for line in logs if CLARIFICATION in line]
         ordered = {
@@ -450,6 +558,9 @@ class _Merge:
             already_folded_count=len(self.known),
             inserted_count=len(plan.inserts),
             joined_count=len(plan.updates),
+            joined_changed_count=self.changed,
+            entities_decided=self.endpoints,
+            entities_with_profile=self.profiled,
             pairs_read=len(states),
             stored_relations_read=decided.read,
             conflict_retries=self.retries,
@@ -457,6 +568,7 @@ class _Merge:
             semantic_merge_count=tally.semantic_merges,
             llm_needed_pair_count=tally.llm_needed_pairs,
             clarification_count=len(clarifications),
+            llm_unavailable_group_count=unanswered,
             llm_requests=stats.requests,
             llm_cache_hits=stats.cache_hits,
             vectors_from_store=embedder.from_store if embedder else 0,
@@ -480,6 +592,11 @@ class _Identity(dict[str, str]):
 
     def get(self, key: str, default: Any = None) -> Any:
         return super().get(key, key)
+
+
+def _unavailable(issues: Iterable[StepIssue]) -> int:
+    """Groups the model never answered (unreachable, or not in time)."""
+    return sum(1 for issue in issues if issue.code == UNAVAILABLE)
 
 
 def _self_loop(relation: ExtractedRelation) -> bool:
