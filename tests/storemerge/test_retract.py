@@ -219,6 +219,20 @@ def test_a_store_of_schema_version_1_is_upgraded(store_url: str) -> None:
     assert after["a"]["description"] == before["a"]["description"]  # wording kept
 
 
+def test_store_init_says_it_upgraded_a_store_of_schema_version_1(store_url: str) -> None:
+    build(store_url)
+    for sql in (
+        "DROP TABLE relmerge_members",
+        "DROP TABLE relmerge_member_chunks",
+        "UPDATE relmerge_meta SET value = '1' WHERE key = 'schema_version'",
+    ):
+        raw_execute(store_url, sql)
+    done = relmerge("store", "init", store_url)
+    assert done.returncode == 0, done.stderr
+    assert "upgraded from version 1 at " in done.stdout and "nothing to do" not in done.stdout
+    assert sorted(stored(store_url)) == ["a", "x", "y"]
+
+
 def test_the_batch_is_a_retract_in_the_store(store_url: str) -> None:
     build(store_url)
     result = take_back(store_url, "doc_2")

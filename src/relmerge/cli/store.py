@@ -28,6 +28,7 @@ from relmerge.graphstore import (
     redact_store_url,
 )
 from relmerge.graphstore.files import CheckedRecords, dump_to_file, read_graph
+from relmerge.graphstore.schema import MIGRATES_FROM
 from relmerge.io.load import JsonlInput, read_entities
 from relmerge.io.records import Rejected
 from relmerge.progress import Progress
@@ -77,13 +78,18 @@ def init_command(url: str) -> None:
     refused.
     """
 
-    async def go(store: RelationStore) -> bool:
-        return await store.init()
+    async def go(store: RelationStore) -> tuple[bool, str | None]:
+        return await store.init(), await store.meta_value("migrated_at")
 
-    created = _run(_with_store(url, go), "interrupted — nothing was created")
+    created, migrated = _run(_with_store(url, go), "interrupted — nothing was created")
     shown = redact_store_url(url)
     if created:
         click.echo(f"Created a relmerge store (schema version {SCHEMA_VERSION}) at {shown}.")
+    elif migrated:
+        click.echo(
+            f"{shown} is a relmerge store of schema version {SCHEMA_VERSION}, upgraded from "
+            f"version {MIGRATES_FROM} at {migrated} (its relations kept, each its own member)."
+        )
     else:
         click.echo(
             f"{shown} is already a relmerge store (schema version {SCHEMA_VERSION}): nothing to do."
