@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,8 @@ from relmerge.providers.fake import ScriptedLLM, instant_merge_model
 from relmerge.run.retract import RetractResult, retract
 from tests.factories import record
 from tests.graphstore.graphs import raw_execute
+from tests.storemerge.test_processes import child, finish
+from tests.support.cli_process import relmerge
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = DeduplicateRelationsConfig(semantic_merge=False)
@@ -248,16 +249,6 @@ def test_the_batch_is_a_retract_in_the_store(store_url: str) -> None:
 # -- the command line ----------------------------------------------------------------
 
 
-def relmerge(*args: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "relmerge", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_the_command_line(store_url: str) -> None:
     build(store_url)
     nothing_asked = relmerge("store", "retract", store_url)
@@ -291,29 +282,16 @@ def test_a_killed_retract_run_again_equals_an_uninterrupted_one(
 
     build(store_url)
     kill_when_paused(_child(store_url, "doc_2", "--pause-at", str(pause_at)))
-    done = _finish(_child(store_url, "doc_2"))
+    done = finish(_child(store_url, "doc_2"))
     assert done["status"] == ("nothing" if pause_at == -1 else "applied")
     reference = f"sqlite:///{tmp_path / 'reference.db'}"
     build(reference)
-    _finish(_child(reference, "doc_2"))
+    finish(_child(reference, "doc_2"))
     assert snapshot(store_url) == snapshot(reference)
 
 
 def _child(*args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.storemerge.retract_child", *args],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _finish(process: subprocess.Popen[bytes]) -> dict[str, Any]:
-    out, err = process.communicate(timeout=300)
-    assert process.returncode == 0, err.decode()[-3000:]
-    answer: dict[str, Any] = orjson.loads(out.splitlines()[-1])
-    return answer
+    return child(*args, module="tests.storemerge.retract_child")
 
 
 async def _shape(url: str) -> set[tuple[str, tuple[str, ...], str]]:
@@ -376,7 +354,7 @@ def test_a_merge_meanwhile_is_kept_the_retract_plans_again(store_url: str) -> No
 
     async def go() -> RetractResult:
         async with open_graph_store(store_url) as store:
-            return await retract(_MergeMeanwhile(store, store_url), ["doc_2"])  # type: ignore[arg-type]
+            return await retract(_MergeMeanwhile(store, store_url), ["doc_2"])
 
     result = asyncio.run(go())
     assert result.status == "applied" and result.conflict_retries == 1
