@@ -100,7 +100,8 @@ def most_merged_document(batches: list[list[dict[str, Any]]], state: dict[str, A
     return max(sorted(counts), key=lambda d: counts[d])
 
 
-def equivalence(dev: Path, document: str | None, folder: Path) -> dict[str, Any]:
+def _built(dev: Path, folder: Path) -> tuple[Any, ...]:
+    """The dev set, its three batches, and the shape of the store they build (built.db)."""
     records = jsonl(dev / "relations.jsonl")
     mapping = json.loads((dev / "entity_id_mapping.json").read_text(encoding="utf-8"))
     entities = jsonl(dev / "entities.jsonl")
@@ -108,19 +109,18 @@ def equivalence(dev: Path, document: str | None, folder: Path) -> dict[str, Any]
     built = folder / "built.db"
     asyncio.run(merged_store(f"sqlite:///{built}", batches, mapping, entities))
     before = asyncio.run(shape(f"sqlite:///{built}"))
+    return records, batches, mapping, entities, before
+
+
+def equivalence(dev: Path, document: str | None, folder: Path) -> dict[str, Any]:
+    records, batches, mapping, entities, before = _built(dev, folder)
     document = document or most_merged_document(batches, before)
     return one_document(records, batches, mapping, entities, before, document, folder)
 
 
 def every_document(dev: Path, folder: Path) -> dict[str, Any]:
     """Each document of the set retracted in turn, each from a copy of the same store."""
-    records = jsonl(dev / "relations.jsonl")
-    mapping = json.loads((dev / "entity_id_mapping.json").read_text(encoding="utf-8"))
-    entities = jsonl(dev / "entities.jsonl")
-    batches = split(records)
-    built = folder / "built.db"
-    asyncio.run(merged_store(f"sqlite:///{built}", batches, mapping, entities))
-    before = asyncio.run(shape(f"sqlite:///{built}"))
+    records, batches, mapping, entities, before = _built(dev, folder)
     rows = [
         one_document(records, batches, mapping, entities, before, document, folder)
         for document in dict.fromkeys(r["document_id"] for r in records)

@@ -4,31 +4,15 @@ the command to the background)."""
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 from relmerge.data import sample_dir
 from relmerge.review.queue import ReviewQueue
-from tests.support.cli_process import ROOT, relmerge
+from tests.support.cli_process import piped, relmerge
 
 SAMPLE = sample_dir()
 CONTEXT = ("--entities", str(SAMPLE / "entities.jsonl"), "--embedding", "hash")
-
-
-def piped(*args: str | Path, keys: str) -> subprocess.CompletedProcess[str]:
-    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "relmerge", *map(str, args)],
-        input="".join(f"{key}\n" for key in keys),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def after(text: str, start: str, end: str = "") -> list[str]:

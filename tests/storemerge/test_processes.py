@@ -25,9 +25,10 @@ from tests.storemerge.child import big_batch
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def child(*args: str) -> subprocess.Popen[bytes]:
+def child(*args: str, module: str = "tests.storemerge.child") -> subprocess.Popen[bytes]:
+    """``module`` (a child script of these tests) in a process of its own, from ROOT."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.storemerge.child", *args],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

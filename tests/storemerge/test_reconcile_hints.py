@@ -4,33 +4,16 @@ made the folder (recorded in OUT/.relmerge/run.json, else read from its files), 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
 from relmerge.data import sample_dir
-from tests.support.cli_process import ROOT, relmerge
+from tests.support.cli_process import piped, relmerge
 
 SAMPLE = sample_dir()
 ENTITIES = ("--entities", str(SAMPLE / "entities.jsonl"), "--embedding", "hash")
-
-
-def piped(*args: str | Path, keys: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``relmerge ARGS`` with ``keys`` piped one per line, as a script answers a review."""
-    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "relmerge", *map(str, args)],
-        input="".join(f"{key}\n" for key in keys),
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture

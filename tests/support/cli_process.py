@@ -26,6 +26,22 @@ def relmerge(*args: str | Path, cwd: Path | None = None) -> subprocess.Completed
     return done
 
 
+def piped(
+    *args: str | Path, keys: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``relmerge ARGS`` with ``keys`` piped one per line, as a script answers a review."""
+    path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "relmerge", *map(str, args)],
+        input="".join(f"{key}\n" for key in keys),
+        cwd=cwd or ROOT,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def error_line(done: subprocess.CompletedProcess[str], *fragments: str) -> str:
     """Exit 2, nothing on stdout, and one stderr line ``error: …`` holding every fragment."""
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)

@@ -179,16 +179,25 @@ class BatchWrite:
         self.db.executemany(_LOG, self._pending_log)
         self.counts["inserted"] += len(rows)
 
+    def _stored(
+        self, relation_ids: list[str], verb: str, hint: str = ""
+    ) -> dict[str, tuple[Any, ...]]:
+        """The stored rows of ``relation_ids``; a batch that ``verb`` one not stored is
+        refused."""
+        stored = stored_rows(self.db, relation_ids)
+        missing = [relation_id for relation_id in relation_ids if relation_id not in stored]
+        if missing:
+            raise StoreError(
+                f"batch {self.batch_id!r} {verb} relation(s) that are not stored "
+                f"({_some(missing)}){hint}"
+            )
+        return stored
+
     def update(self, relations: Sequence[ExtractedRelation]) -> None:
         """New full records of stored relations (same id, same pair)."""
         self._pending_log = []
-        stored = stored_rows(self.db, [r.relation_id for r in relations])
-        missing = [r.relation_id for r in relations if r.relation_id not in stored]
-        if missing:
-            raise StoreError(
-                f"batch {self.batch_id!r} updates relation(s) that are not stored "
-                f"({_some(missing)}): insert new relations instead"
-            )
+        ids = [r.relation_id for r in relations]
+        stored = self._stored(ids, "updates", ": insert new relations instead")
         values = []
         for relation in relations:
             row = relation_row(relation)
@@ -220,13 +229,7 @@ class BatchWrite:
         """Stored relations folded into a survivor (a reconcile): kept as they are, logged
         (``absorb``, for undo), and no longer counted in their pair."""
         self._pending_log = []
-        stored = stored_rows(self.db, list(absorbed))
-        missing = [relation_id for relation_id in absorbed if relation_id not in stored]
-        if missing:
-            raise StoreError(
-                f"batch {self.batch_id!r} absorbs relation(s) that are not stored "
-                f"({_some(missing)})"
-            )
+        stored = self._stored(list(absorbed), "absorbs")
         for relation_id in absorbed:
             relation = row_relation(stored[relation_id])
             image = relation_json(relation)
@@ -239,13 +242,7 @@ class BatchWrite:
         """Stored relations removed (a retract: none of their members is left); logged
         with their row's place and batch, so that undo puts them back as they were."""
         self._pending_log = []
-        stored = stored_rows(self.db, list(relation_ids))
-        missing = [relation_id for relation_id in relation_ids if relation_id not in stored]
-        if missing:
-            raise StoreError(
-                f"batch {self.batch_id!r} removes relation(s) that are not stored "
-                f"({_some(missing)})"
-            )
+        stored = self._stored(list(relation_ids), "removes")
         places: dict[str, tuple[int, int]] = {}
         for part in chunks(list(stored)):
             rows = self.db.query(
