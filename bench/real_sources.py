@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from relmerge.adapters.lightrag import import_lightrag
+from relmerge.integrations.lightrag.folder import import_lightrag
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 import pytest
 
-from relmerge.adapters.lightrag import entity_id as lightrag_entity_id
+from relmerge.integrations.lightrag.folder import entity_id as lightrag_entity_id
 from relmerge.data import sample_dir
 from relmerge.eval.gold_judge import GoldJudge
 from tests.adapters.fixtures import entity, relationship, write_graphml, write_graphrag

@@ -43,7 +43,7 @@ def _do_import(fmt: str, source: Path, progress: Progress) -> Any:
         from relmerge.adapters.graphrag import import_graphrag
 
         return import_graphrag(source, progress)
-    from relmerge.adapters.lightrag import import_lightrag
+    from relmerge.integrations.lightrag.folder import import_lightrag
 
     return import_lightrag(source, progress)
 
@@ -186,7 +186,7 @@ def export_command(
                 f"listed under 'stale' in {EXPORT_NAME})."
             )
         return
-    from relmerge.adapters.lightrag import export_lightrag
+    from relmerge.integrations.lightrag.folder import export_lightrag
 
     with _progress(quiet) as progress:
         summary = export_lightrag(out, original, target, overwrite=overwrite, progress=progress)

@@ -25,7 +25,7 @@ from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interrupti
 from relmerge.cli.notices import rejected_warning
 from relmerge.cli.options import model_options, resolve_options
 from relmerge.cli.progress_view import progress_view
-from relmerge.cli.run import UNAVAILABLE_EXIT, answer_memory
+from relmerge.cli.run import UNAVAILABLE_EXIT
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.graphstore import open_graph_store
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
@@ -35,6 +35,7 @@ from relmerge.progress import Progress
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
+from relmerge.run.batch import answer_memory
 from relmerge.run.store_merge import StoreMerge, StoreMergeOutput, StoreMergeResult
 from relmerge.stores import LocalStore
 

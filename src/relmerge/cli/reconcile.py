@@ -27,7 +27,6 @@ import orjson
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
 from relmerge.cli.options import model_options, resolve_options
-from relmerge.cli.run import answer_memory
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.graphstore import open_graph_store
 from relmerge.io.outdir import RUN_MARKER
@@ -35,6 +34,7 @@ from relmerge.io.write import jsonl
 from relmerge.providers import get_embedder, get_llm, preflight
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
+from relmerge.run.batch import answer_memory
 from relmerge.run.reconcile import Reconcile, ReconcileOutput
 from relmerge.stores import LocalStore
 

@@ -8,7 +8,6 @@ import hashlib
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +28,13 @@ from relmerge.cli.render import estimate_rows, summary_table
 from relmerge.config import DeduplicateRelationsConfig, LLMSettings
 from relmerge.engines.base import ChunkEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
-from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
 from relmerge.io.records import Rejected
-from relmerge.io.write import write_manifest
-from relmerge.providers import get_embedder, get_llm, preflight
-from relmerge.providers.base import LanguageModel
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers import get_embedder, get_llm
 from relmerge.providers.use_embed import close_helpers
 from relmerge.review import rerun
-from relmerge.review.memory import AnswerMemory
-from relmerge.review.queue import run_memory
+from relmerge.run.batch import Models, RunRequest, run_into_out
 from relmerge.run.estimate import estimate
-from relmerge.run.fingerprint import run_fingerprint, settings_models
-from relmerge.run.pipeline import run_pipeline
+from relmerge.run.fingerprint import settings_models
 from relmerge.run.plan import plan
 from relmerge.run.result import RunResult
 from relmerge.stores import local_path, open_store
@@ -52,16 +45,6 @@ from relmerge.stores.fsspec_store import redact_url
 UNAVAILABLE_EXIT = 3
 
 _URL_LIKE = re.compile(r"^[A-Za-z][\w+.-]+:/")
-
-
-def answer_memory(out: Path) -> AnswerMemory:
-    """Answers a person gave in OUT (``relmerge review``), kept across runs.
-
-    ``answer_memory.jsonl`` keeps every answer by pair content, so an answer still applies
-    after the run that asked it has been replaced by newer runs; it follows
-    ``answers.jsonl`` (revised and forgotten answers included: ``review.queue``).
-    """
-    return run_memory(out)
 
 
 def remote_cache_path(url: str) -> Path:
@@ -319,7 +302,7 @@ def run_command(
     )
     try:
         result, rejected = run_interruptible(
-            run_into_out(request, store, config, models, cache, chunk_engine, console)
+            _run_with_progress(request, store, config, models, cache, chunk_engine, console)
         )
     except Interrupted as error:
         if cache is not None:
@@ -330,32 +313,6 @@ def run_command(
             cache.close()
         close_helpers()
     say_what_is_left(result, rejected, request, config, quiet, cached=cache is not None)
-
-
-@dataclass(frozen=True)
-class RunRequest:
-    """Where a run reads and writes, and how it treats OUT (from the command line)."""
-
-    input_path: str
-    out: str
-    out_dir: Path | None  # OUT as a local directory; None for an object-store URL
-    storage_options: dict[str, Any]
-    entity_mapping: Path | None
-    entities_path: Path | None
-    overwrite: bool
-    preflight: bool
-    command: dict[str, Any] | None  # the command line recorded for `relmerge review`
-
-
-@dataclass(frozen=True)
-class Models:
-    """The run's providers (the registry's, from the settings), and how the fingerprint
-    names them."""
-
-    llm: LanguageModel
-    embedder: EmbeddingModel | None
-    named: list[Any]
-    prices: tuple[float | None, float | None] = (None, None)  # USD per million in / out
 
 
 def show_plan(
@@ -410,7 +367,7 @@ def refuse_usage(
         raise click.UsageError("--workers is for --engine local (Ray has its own workers)")
 
 
-async def run_into_out(
+async def _run_with_progress(
     request: RunRequest,
     store: ObjectStore,
     config: DeduplicateRelationsConfig,
@@ -419,49 +376,8 @@ async def run_into_out(
     engine: ChunkEngine | None,
     console: Console,
 ) -> tuple[RunResult, list[Rejected]]:
-    """The run: endpoints checked, input streamed, OUT claimed (by its fingerprint) once
-    the input is known to be usable, outputs written, stale relation files removed, and
-    the result file last (until it exists, OUT is an incomplete run to resume)."""
-    # The endpoints first: a dead or wrong one stops the run before anything is read.
-    checked = 0
-    if request.preflight:
-        checked = await preflight(models.llm)
-        if models.embedder is not None:
-            checked += await preflight(models.embedder)
-    entities = read_entities(request.entities_path) if request.entities_path else []
-    records = await stream_input(request.input_path, request.storage_options)
-    mapping = read_entity_mapping(request.entity_mapping) if request.entity_mapping else None
-    hashed = Fingerprint()  # of the records as they stream by, complete when OUT is claimed
-    memory = answer_memory(request.out_dir) if request.out_dir is not None else None
-    fingerprint = ""
-
-    async def claim() -> None:
-        nonlocal fingerprint
-        fingerprint = run_fingerprint(
-            hashed, mapping=mapping, config=config, models=models.named, entities=entities
-        )
-        await claim_output(store, fingerprint, request.overwrite, request.command)
-
     with progress_view(console) as progress:
-        output = await run_pipeline(
-            hashed.records(records),
-            mapping,
-            config,
-            models.llm,
-            store,
-            progress,
-            models.embedder,
-            entities,
-            memory,
-            before_work=claim,
-            cache=cache,
-            engine=engine,
-            preflight_requests=checked,
-        )
-    result = output.summary.with_run(fingerprint).with_prices(*models.prices)
-    await remove_stale_relations(store, config.deduplicated_relations_prefix, output.relation_keys)
-    await write_manifest(store, result.to_dict(), output.relation_keys, output.relation_id_mapping)
-    return result, output.rejected
+        return await run_into_out(request, store, config, models, cache, engine, progress)
 
 
 def say_what_is_left(

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from relmerge.adapters.common import md5_hex
-from relmerge.adapters.lightrag import entity_id, import_lightrag
+from relmerge.integrations.lightrag.folder import entity_id, import_lightrag
 from tests.adapters.fixtures import (
     REAL,
     SEP,

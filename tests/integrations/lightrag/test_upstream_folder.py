@@ -21,8 +21,8 @@ import numpy as np
 import orjson
 import pytest
 
-from relmerge.adapters.lightrag import GRAPH_FILE, SEP, entity_id, import_lightrag
-from relmerge.adapters.lightrag_stores import pair_of, vector_id
+from relmerge.integrations.lightrag.folder import GRAPH_FILE, SEP, entity_id, import_lightrag
+from relmerge.integrations.lightrag.folder_stores import pair_of, vector_id
 from tests.adapters.fixtures import cli, read_graphml_edges, read_graphml_nodes
 from tests.adapters.upstream import UPSTREAM, import_run, jsonl, needs_upstream
 

@@ -1,20 +1,14 @@
-"""LightRAG / nano-graphrag working folders to relmerge input, and deduplicated results back.
+"""LightRAG / nano-graphrag working folders read and written as files, offline.
 
-Both keep the graph in ``graph_chunk_entity_relation.graphml`` (networkx, undirected): one
-edge per entity pair, whose ``description`` joins the descriptions of every extraction of
-the pair with ``<SEP>`` (nano-graphrag keeps repeats, LightRAG a sorted set) and whose
-``source_id`` joins their chunk ids the same way. Import: one record per description, so
-relmerge can tell repeats and paraphrases (to merge) from distinct facts (to keep); each
-record cites all the edge's chunks, since the merge kept descriptions and chunks as
-unordered sets (which chunk said what is unknown), and is named by the edge's whole
-``keywords`` string (LightRAG's label of the relation; "related" where there is none, as
-in nano-graphrag). A name shared by every record of a block is no evidence for the
-decision kernel, so this labels the records without merging them. Export: the same
+For what LightRAG's storage API cannot do without a running LightRAG: reading a folder
+someone sent you, with no embedding function at hand (``relmerge import lightrag`` /
+``export lightrag``). A LightRAG you can start is deduplicated through its own API instead
+(``passes``). Both keep the graph in ``graph_chunk_entity_relation.graphml`` (networkx,
+undirected); import turns each edge into records as ``records`` says. Export: the same
 graph, nodes unchanged, each edge holding the distinct facts the run kept, joined by
-``<SEP>``; an edge the run did not change is written back as it was; the relation
-stores beside the graph are made to agree with it (``adapters.lightrag_stores``). Names
-and descriptions quoted by nano-graphrag (``"SCROOGE"``) are read without their quotes;
-entity ids are LightRAG's own (``ent-`` + md5 of the node id).
+``<SEP>``; an edge the run did not change is written back as it was; the relation stores
+beside the graph are made to agree with it (``folder_stores``), and the vectors of changed
+edges are listed as stale. Entity ids are LightRAG's own (``ent-`` + md5 of the node id).
 """
 
 from __future__ import annotations
@@ -27,44 +21,46 @@ import orjson
 
 from relmerge.adapters.common import (
     EXPORT_FILE,
-    NO_LABEL,
-    UNKNOWN_DOCUMENT,
     Imported,
     Piece,
     copy_others,
     counted,
     layout,
-    md5_hex,
     ordered_union,
     other_files,
     read_run,
     write_atomic,
 )
 from relmerge.adapters.graphml import Edge, GraphmlDocument, read_graphml
-from relmerge.adapters.lightrag_stores import EdgeChanges, pair_of, rebuild_hint, update_stores
 from relmerge.adapters.staging import check_destination, staged_folder
 from relmerge.errors import InputError
+from relmerge.integrations.lightrag.folder_stores import (
+    EdgeChanges,
+    pair_of,
+    rebuild_hint,
+    update_stores,
+)
+from relmerge.integrations.lightrag.records import (
+    SEP,
+    edge_records,
+    entity_id,
+    split_field,
+    strip_quotes,
+)
+from relmerge.integrations.lightrag.rewrite import fragment
 from relmerge.progress import Progress, as_progress
 
 GRAPH_FILE = "graph_chunk_entity_relation.graphml"
 CHUNKS_FILE = "kv_store_text_chunks.json"
-SEP = "<SEP>"
-
-
-def strip_quotes(text: str) -> str:
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] == '"':
-        text = text[1:-1].strip()
-    return text
-
-
-def split_field(value: str) -> list[str]:
-    """The non-blank parts of a ``<SEP>``-joined field, in order."""
-    return [part for part in value.split(SEP) if part.strip()]
-
-
-def entity_id(node_id: str) -> str:
-    return "ent-" + md5_hex(node_id)
+__all__ = [
+    "GRAPH_FILE",
+    "SEP",
+    "entity_id",
+    "export_lightrag",
+    "import_lightrag",
+    "split_field",
+    "strip_quotes",
+]
 
 
 def locate(source: Path) -> tuple[Path, Path | None]:
@@ -108,58 +104,8 @@ def _read(graph: Path, progress: Progress) -> GraphmlDocument:
 def _convert(
     document: GraphmlDocument, documents: dict[str, str], progress: Progress
 ) -> tuple[Imported, dict[str, str]]:
-    """Records (one per ``<SEP>`` description of each edge) and the raw text of each
-    (phase ``import_edges``)."""
-    relations: list[dict[str, Any]] = []
-    origins: dict[str, int] = {}
-    raws: dict[str, str] = {}
-    multi = 0
-    progress.start("import_edges", len(document.edges))
-    for number, edge in counted(enumerate(document.edges), progress, "import_edges"):
-        fragments = split_field(edge.data.get("description", "")) or [""]
-        multi += len(fragments) > 1
-        chunks = [part.strip() for part in split_field(edge.data.get("source_id", ""))]
-        chunk = chunks[0] if chunks else None
-        label = strip_quotes(edge.data.get("keywords", "")) or NO_LABEL
-        edge_id = "rel-" + md5_hex(edge.source + edge.target)
-        for index, raw in enumerate(fragments):
-            rid = f"{edge_id}-{index}-{md5_hex(raw)[:8]}"
-            if rid in origins:  # two edges whose joined endpoint ids collide ("AB"+"C")
-                rid = f"{rid}-e{number}"
-            relations.append(
-                {
-                    "relation_id": rid,
-                    "chunk_id": chunk,
-                    "document_id": documents.get(chunk, UNKNOWN_DOCUMENT) if chunk else None,
-                    "source_entity_id": entity_id(edge.source),
-                    "target_entity_id": entity_id(edge.target),
-                    "source_entity_name": strip_quotes(edge.source),
-                    "target_entity_name": strip_quotes(edge.target),
-                    "type": NO_LABEL,
-                    "name": label,
-                    "description": strip_quotes(raw),
-                    "attributes": {},
-                    "source_chunk_ids": chunks,
-                }
-            )
-            origins[rid] = number
-            raws[rid] = raw
-    entities = [
-        {
-            "entity_id": entity_id(node),
-            "name": strip_quotes(node),
-            "type": strip_quotes(data.get("entity_type", "")) or None,
-            "profile": " ".join(
-                strip_quotes(part) for part in split_field(data.get("description", ""))
-            )
-            or None,
-        }
-        for node, data in document.nodes.items()
-        if strip_quotes(node)
-    ]
-    progress.finish("import_edges")
-    counts = {"edges": len(document.edges), "edges_with_several_descriptions": multi}
-    return Imported("lightrag", relations, entities, origins, counts), raws
+    """Records of the document's edges and the raw text of each (``records``)."""
+    return edge_records(document.edges, document.nodes, documents, progress)
 
 
 def import_lightrag(source: Path, progress: Progress | None = None) -> Imported:
@@ -168,16 +114,6 @@ def import_lightrag(source: Path, progress: Progress | None = None) -> Imported:
     progress = as_progress(progress)
     graph, folder = locate(source)
     return _convert(_read(graph, progress), _documents(folder), progress)[0]
-
-
-def _fragment(piece: Piece, raws: dict[str, str]) -> str:
-    """A piece's text in the edge description: as it was, or the merged description
-    (quoted like its first member was, and never holding the separator)."""
-    if piece.unchanged or piece.output is None:
-        return raws[piece.relation_id]
-    text = piece.output.description.replace(SEP, " ")
-    first = raws[piece.members[0]].strip()
-    return f'"{text}"' if len(first) >= 2 and first[0] == first[-1] == '"' else text
 
 
 def _weight(values: Sequence[str]) -> str | None:
@@ -198,7 +134,7 @@ def _rebuild(
     raws: dict[str, str],
 ) -> None:
     """Set the edge's description to its pieces; chunks and weight of all contributing edges."""
-    document.set_edge_data(edge, "description", SEP.join(_fragment(p, raws) for p in pieces))
+    document.set_edge_data(edge, "description", SEP.join(fragment(p, raws) for p in pieces))
     if len(contributing) < 2:
         return  # its own records only: source_id and weight stay the edge's
     for name in ("source_id", "file_path"):

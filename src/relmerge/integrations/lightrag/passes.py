@@ -1,0 +1,327 @@
+"""A deduplication pass over a LightRAG instance, through its own API, and its undo.
+
+The pass reads the edges (all, or those given documents contributed: ``graph``), turns
+each edge's ``<SEP>`` fragments into records (``records``), runs them into OUT as
+``relmerge run`` does (``run.batch``: the same kernel, options, cache, canaries, review
+answers), journals every edge it will change (``journal``), then writes each one back
+through LightRAG (``edits``). OUT is then a run that ``relmerge review`` reads; running the
+same pass again applies the answers. Undo takes the journalled passes back, newest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from relmerge.adapters.common import (
+    ENTITIES_FILE,
+    RELATIONS_FILE,
+    jsonl_bytes,
+    read_run,
+    write_atomic,
+)
+from relmerge.cache import CACHE_FILE, RunCache
+from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
+from relmerge.errors import InputError
+from relmerge.integrations.lightrag import graph, journal
+from relmerge.integrations.lightrag.edits import current_edge, finish, reembed_call, write_edge
+from relmerge.integrations.lightrag.fields import edit_fields, rebase, same
+from relmerge.integrations.lightrag.records import edge_records
+from relmerge.integrations.lightrag.rewrite import new_descriptions
+from relmerge.progress import Progress, as_progress
+from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.providers.cached import model_identity
+from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.stack import get_embedder, get_llm
+from relmerge.run.batch import Models, RunRequest, run_into_out
+from relmerge.run.result import RunResult
+from relmerge.stores import open_store
+
+STALE_FILE = "stale.json"
+
+
+@dataclass
+class LightragPass:
+    """What a pass did: edges read and changed, fragments before and after, the run it
+    made (``run``: None for a resumed pass), and what it could not do."""
+
+    out: Path
+    edges_read: int = 0
+    edges_changed: int = 0
+    fragments_before: int = 0
+    fragments_after: int = 0
+    run: RunResult | None = None
+    resumed: bool = False
+    documents: list[str] = field(default_factory=list)
+    waiting_documents: list[str] = field(default_factory=list)
+    failed_documents: list[str] = field(default_factory=list)
+    unknown_documents: list[str] = field(default_factory=list)
+    gone_edges: list[tuple[str, str]] = field(default_factory=list)  # deleted meanwhile
+    stale_edges: list[tuple[str, str]] = field(default_factory=list)  # vectors not rebuilt
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "edges_read": self.edges_read,
+            "edges_changed": self.edges_changed,
+            "fragments_before": self.fragments_before,
+            "fragments_after": self.fragments_after,
+            "resumed": self.resumed,
+            "documents": self.documents,
+            "waiting_documents": self.waiting_documents,
+            "failed_documents": self.failed_documents,
+            "unknown_documents": self.unknown_documents,
+            "gone_edges": [list(pair) for pair in self.gone_edges],
+            "stale_edges": [list(pair) for pair in self.stale_edges],
+        }
+
+
+@dataclass
+class UndoResult:
+    """What an undo restored: edges exactly as they were, edges rebased (LightRAG added to
+    them since the pass: what it added is kept), and edges deleted since."""
+
+    passes: int = 0
+    restored: int = 0
+    rebased: int = 0
+    gone_edges: list[tuple[str, str]] = field(default_factory=list)
+    stale_edges: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _models(
+    llm: LanguageModel | LLMSettings | None,
+    embedding: EmbeddingModel | EmbeddingSettings | None,
+    config: DeduplicateRelationsConfig,
+    cache: RunCache | None,
+) -> Models:
+    named: list[Any] = []
+    if isinstance(llm, LLMSettings):
+        named.append(llm.model_dump(mode="json", exclude={"timeout", "startup_wait"}))
+        model: LanguageModel = get_llm(llm)
+    else:
+        model = llm or NoLanguageModel()
+        named.append(model_identity(model))
+    embedder: EmbeddingModel | None = None
+    if config.semantic_merge:
+        if isinstance(embedding, EmbeddingSettings) or embedding is None:
+            settings = embedding or EmbeddingSettings()
+            named.append(settings.model_dump(mode="json", exclude={"startup_wait"}))
+            embedder = get_embedder(settings, cache)
+        else:
+            named.append(getattr(embedding, "name", type(embedding).__name__))
+            embedder = embedding
+    return Models(model, embedder, named)
+
+
+async def _documents(
+    rag: Any, documents: Sequence[str] | None, track_id: str | None, wait_seconds: float
+) -> tuple[list[tuple[str, str]] | None, graph.Documents]:
+    """The pairs to read (None: all) and where the named documents stand."""
+    ids = list(documents or [])
+    if track_id is not None:
+        ids += [d for d in await graph.track_documents(rag, track_id) if d not in ids]
+        if not ids:
+            raise InputError(f"LightRAG knows no document of track id {track_id!r}")
+    if documents is None and track_id is None:
+        return None, graph.Documents()
+    states = await graph.document_states(rag, ids, wait_seconds)
+    return await graph.document_pairs(rag, states.processed), states
+
+
+# long: one pass in order — resume, read, run, journal, write — each step a call or two.
+async def deduplicate(
+    rag: Any,
+    *,
+    output: str | Path,
+    documents: Sequence[str] | None = None,
+    track_id: str | None = None,
+    config: DeduplicateRelationsConfig | None = None,
+    llm: LanguageModel | LLMSettings | None = None,
+    embedding: EmbeddingModel | EmbeddingSettings | None = None,
+    cache: RunCache | bool | None = True,
+    reembed: bool = True,
+    wait_seconds: float = 0.0,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+    command: dict[str, Any] | None = None,
+) -> LightragPass:
+    """Deduplicate the edges of ``rag`` (an initialised ``LightRAG``), writing the run and
+    the journal to ``output``.
+
+    ``documents`` (ids) or ``track_id`` (what ``ainsert`` returned): only the edges those
+    documents contributed; documents not processed yet are waited for up to
+    ``wait_seconds``, then reported in ``waiting_documents``. ``llm``: a relmerge language
+    model or :class:`~relmerge.config.LLMSettings` (default: rules only); ``embedding``: an
+    embedder or its settings (default: relmerge's offline model). ``cache``: True keeps
+    answers and vectors in ``OUT/.relmerge/cache.sqlite``. ``reembed=False`` writes the
+    graph only and lists the changed edges' vectors as stale. A pass interrupted while it
+    wrote edges is finished by calling this again with the same ``output``.
+    """
+    out = Path(output)
+    progress = as_progress(progress)
+    latest = journal.current(out)
+    if latest is not None and latest.state == journal.UNDOING:
+        raise InputError(
+            f"an undo of the last pass into {out} was interrupted: run `relmerge lightrag "
+            "undo` again to finish it first"
+        )
+    if latest is not None and latest.state == journal.APPLYING:
+        result = LightragPass(out, resumed=True)
+        await _apply(rag, latest, forward=True, embed=reembed, result=result, progress=progress)
+        result.edges_changed = len(latest.changes)
+        return result
+    config = config or DeduplicateRelationsConfig()
+    run_cache = _cache(cache, out)
+    try:
+        return await _pass(
+            rag, out, documents, track_id, config, llm, embedding, run_cache, reembed,
+            wait_seconds, overwrite or latest is not None, progress, command,
+        )  # fmt: skip
+    finally:
+        if run_cache is not None:
+            run_cache.close()
+
+
+def _cache(cache: RunCache | bool | None, out: Path) -> RunCache | None:
+    if cache is True:
+        return RunCache(out / CACHE_FILE)
+    return cache or None
+
+
+# long: the pass's steps in order, with the arguments ``deduplicate`` resolved.
+async def _pass(
+    rag: Any,
+    out: Path,
+    documents: Sequence[str] | None,
+    track_id: str | None,
+    config: DeduplicateRelationsConfig,
+    llm: LanguageModel | LLMSettings | None,
+    embedding: EmbeddingModel | EmbeddingSettings | None,
+    cache: RunCache | None,
+    reembed: bool,
+    wait_seconds: float,
+    overwrite: bool,
+    progress: Progress,
+    command: dict[str, Any] | None,
+) -> LightragPass:
+    pairs, states = await _documents(rag, documents, track_id, wait_seconds)
+    result = LightragPass(
+        out,
+        documents=states.processed,
+        waiting_documents=states.waiting,
+        failed_documents=states.failed,
+        unknown_documents=states.unknown,
+    )
+    edges = await graph.read_edges(rag, pairs)
+    nodes = await graph.read_nodes(rag, edges)
+    imported, raws = edge_records(edges, nodes, await graph.chunk_documents(rag, edges), progress)
+    result.edges_read = len(edges)
+    result.fragments_before = len(imported.relations)
+    result.fragments_after = result.fragments_before
+    base = journal.folder(out)
+    write_atomic(base / RELATIONS_FILE, jsonl_bytes(imported.relations))
+    write_atomic(base / ENTITIES_FILE, jsonl_bytes(imported.entities))
+    request = RunRequest(
+        str(base / RELATIONS_FILE), str(out), out, {}, None, base / ENTITIES_FILE,
+        overwrite, True, command,
+    )  # fmt: skip
+    models = _models(llm, embedding, config, cache)
+    run, _ = await run_into_out(
+        request, open_store(str(out)), config, models, cache, None, progress
+    )
+    result.run = run
+    changed = new_descriptions(imported, raws, read_run(out))
+    changes = []
+    for number, (description, count) in changed.items():
+        edge = edges[number]
+        before = edit_fields(edge.data)
+        changes.append(
+            journal.Change(edge.source, edge.target, before, {**before, "description": description})
+        )
+        result.fragments_after += count - graph.fragments(edge)
+    info = {"documents": result.documents, "edges_read": len(edges), "track_id": track_id}
+    pass_journal = journal.start(out, changes, info)
+    await _apply(rag, pass_journal, forward=True, embed=reembed, result=result, progress=progress)
+    result.edges_changed = len(changes)
+    write_atomic(base / "pass.json", orjson.dumps(result.summary(), option=orjson.OPT_INDENT_2))
+    return result
+
+
+async def _apply(
+    rag: Any,
+    entry: journal.Journal,
+    *,
+    forward: bool,
+    embed: bool,
+    result: LightragPass | UndoResult,
+    progress: Progress,
+) -> None:
+    """Write each change of ``entry`` (its ``after``, or its ``before`` going back), rebased
+    on what LightRAG added since; mark each done; the journal's state last."""
+    done = entry.done()
+    phase = "write_edges" if forward else "undo_edges"
+    progress.start(phase, len(entry.changes))
+    stale: list[tuple[str, str]] = []
+    for index, change in enumerate(entry.changes):
+        if index not in done:
+            target, base = (
+                (change.after, change.before) if forward else (change.before, change.after)
+            )
+            now = await current_edge(rag, change.source, change.target)
+            if now is None:
+                result.gone_edges.append((change.source, change.target))
+            else:
+                fields = rebase(target, base, now)
+                if not same(now, fields):
+                    await write_edge(rag, change.source, change.target, fields, embed)
+                    if not embed:
+                        stale.append((change.source, change.target))
+                if isinstance(result, UndoResult):
+                    if same(fields, target):
+                        result.restored += 1
+                    else:
+                        result.rebased += 1
+            entry.mark(index)
+        progress.advance(phase)
+    await finish(rag, embed)
+    entry.save(journal.APPLIED if forward else journal.UNDONE)
+    progress.finish(phase)
+    result.stale_edges.extend(stale)
+    if stale:
+        path = entry.path.parent / STALE_FILE
+        write_atomic(path, orjson.dumps([list(pair) for pair in stale]))
+
+
+async def undo(
+    rag: Any,
+    output: str | Path,
+    *,
+    reembed: bool = True,
+    progress: Progress | None = None,
+) -> UndoResult:
+    """Take back every pass journalled in ``output``, the newest first: each edge gets its
+    fields from before the pass, plus what LightRAG added to it since (``fields.rebase``),
+    re-embedded unless ``reembed=False``. An undo interrupted is finished by calling this
+    again."""
+    out = Path(output)
+    progress = as_progress(progress)
+    result = UndoResult()
+    entries = list(journal.every_pass(out))
+    if not entries:
+        raise InputError(
+            f"{out} holds no LightRAG pass to undo (no {journal.FOLDER}/{journal.JOURNAL})"
+        )
+    for entry in entries:
+        if entry.state == journal.UNDONE:
+            continue
+        if entry.state != journal.UNDOING:
+            entry.save(journal.UNDOING)
+        await _apply(rag, entry, forward=False, embed=reembed, result=result, progress=progress)
+        result.passes += 1
+    return result
+
+
+__all__ = ["LightragPass", "UndoResult", "deduplicate", "reembed_call", "undo"]
