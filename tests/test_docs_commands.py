@@ -43,9 +43,9 @@ from typing import Any
 import orjson
 import pytest
 
-from relmerge.integrations.lightrag.folder import entity_id as lightrag_entity_id
 from relmerge.data import sample_dir
 from relmerge.eval.gold_judge import GoldJudge
+from relmerge.integrations.lightrag.folder import entity_id as lightrag_entity_id
 from tests.adapters.fixtures import entity, relationship, write_graphml, write_graphrag
 from tests.support.gold_judge import gold_task_handler
 from tests.support.llm_server import LLMServer

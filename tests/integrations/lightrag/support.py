@@ -57,9 +57,7 @@ def extraction(facts: Sequence[Fact]) -> str:
     """LightRAG's extraction answer format: entities, then relations, then the marker."""
     names = sorted({name for fact in facts for name in (fact.source, fact.target)})
     lines = [f"entity{D}{name}{D}person{D}{name} is someone in the story" for name in names]
-    lines += [
-        f"relation{D}{f.source}{D}{f.target}{D}{f.keywords}{D}{f.description}" for f in facts
-    ]
+    lines += [f"relation{D}{f.source}{D}{f.target}{D}{f.keywords}{D}{f.description}" for f in facts]
     return "\n".join(lines) + "\n<|COMPLETE|>"
 
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 pytest.importorskip("lightrag")
 
-from lightrag import QueryParam  # noqa: E402
+from lightrag import QueryParam
 
-from relmerge.config import DeduplicateRelationsConfig  # noqa: E402
-from relmerge.integrations.lightrag import deduplicate, undo  # noqa: E402
-from tests.integrations.lightrag.support import Fact, Script, edges, insert, make_rag  # noqa: E402
+from relmerge.config import DeduplicateRelationsConfig
+from relmerge.integrations.lightrag import deduplicate, undo
+from tests.integrations.lightrag.support import Fact, Script, edges, insert, make_rag
 
 FRIENDS = [
     ("doc-a", "Alice met Bob at school.", "Alice is a friend of Bob"),
@@ -30,7 +31,7 @@ def script() -> Script:
     return found
 
 
-async def _built(folder: Path, given: Script) -> object:
+async def _built(folder: Path, given: Script) -> Any:
     rag = make_rag(folder, given)
     await rag.initialize_storages()
     for doc_id, text, _ in FRIENDS:
