@@ -117,6 +117,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("docs/index.md", "pip install relmerge"): PIP,
     ("docs/getting-started.md", "pip install relmerge"): PIP,
     ("docs/guides/heta.md", "pip install relmerge[heta]"): PIP,
+    ("docs/guides/lightrag.md", "pip install relmerge[lightrag]"): PIP,
     (SCALE_OUT, "pip install relmerge[ray]"): PIP,
     ("README.md", "bash scripts/demo.sh"): SCRIPTS,
     ("README.md", "bash scripts/test.sh"): SCRIPTS,

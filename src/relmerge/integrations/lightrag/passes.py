@@ -38,6 +38,7 @@ from relmerge.providers.cached import model_identity
 from relmerge.providers.embedding import EmbeddingModel
 from relmerge.providers.stack import get_embedder, get_llm
 from relmerge.run.batch import Models, RunRequest, run_into_out
+from relmerge.run.fingerprint import OPERATIONAL
 from relmerge.run.result import RunResult
 from relmerge.stores import open_store
 
@@ -99,7 +100,7 @@ def _models(
 ) -> Models:
     named: list[Any] = []
     if isinstance(llm, LLMSettings):
-        named.append(llm.model_dump(mode="json", exclude={"timeout", "startup_wait"}))
+        named.append(llm.model_dump(mode="json", exclude=set(OPERATIONAL)))
         model: LanguageModel = get_llm(llm)
     else:
         model = llm or NoLanguageModel()
@@ -108,7 +109,7 @@ def _models(
     if config.semantic_merge:
         if isinstance(embedding, EmbeddingSettings) or embedding is None:
             settings = embedding or EmbeddingSettings()
-            named.append(settings.model_dump(mode="json", exclude={"startup_wait"}))
+            named.append(settings.model_dump(mode="json", exclude=set(OPERATIONAL)))
             embedder = get_embedder(settings, cache)
         else:
             named.append(getattr(embedding, "name", type(embedding).__name__))
@@ -216,6 +217,8 @@ async def _pass(
         unknown_documents=states.unknown,
     )
     edges = await graph.read_edges(rag, pairs)
+    if not edges:  # nothing to decide (e.g. the documents are not processed yet)
+        return result
     nodes = await graph.read_nodes(rag, edges)
     imported, raws = edge_records(edges, nodes, await graph.chunk_documents(rag, edges), progress)
     result.edges_read = len(edges)
