@@ -114,3 +114,49 @@ async def test_a_store_that_raises_file_not_found_rejects_the_record() -> None:
     assert [(item.origin, item.reason) for item in output.rejected] == [
         ("relations/gone.json", "no object 'relations/gone.json' in the store")
     ]
+
+
+LIGHTRAG_ABSENT = r"""
+import json, sys
+from pathlib import Path
+
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "lightrag":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+
+from relmerge.integrations.lightrag.folder import import_lightrag
+from tests.adapters.fixtures import write_graphml
+
+folder = Path(sys.argv[1])
+folder.mkdir()
+write_graphml(
+    folder / "graph_chunk_entity_relation.graphml",
+    {"A": {"entity_type": "org"}, "B": {"entity_type": "org"}},
+    [("A", "B", {"description": "A owns B<SEP>A has owned B", "source_id": "c1"})],
+)
+imported = import_lightrag(folder)
+print(json.dumps({
+    "records": len(imported.relations),
+    "loaded": sorted(m for m in sys.modules if m.split(".")[0] == "lightrag"),
+}))
+"""
+
+
+def test_the_lightrag_folder_import_needs_no_lightrag(tmp_path: Path) -> None:
+    """Reading a folder someone sent you works without lightrag-hku installed."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", LIGHTRAG_ABSENT, str(tmp_path / "rag")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = orjson.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"records": 2, "loaded": []}

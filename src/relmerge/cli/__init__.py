@@ -12,6 +12,7 @@ from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
 from relmerge.cli.judge import judge_command
+from relmerge.cli.lightrag import lightrag_group
 from relmerge.cli.merge_into import merge_into_command
 from relmerge.cli.pipe import exit_broken_pipe, stdout_gone
 from relmerge.cli.reconcile import reconcile_command
@@ -77,5 +78,6 @@ store_group.add_command(retract_command)
 main.add_command(store_group)
 main.add_command(merge_into_command)
 main.add_command(reconcile_command)
+main.add_command(lightrag_group)
 
 __all__ = ["main"]

@@ -37,6 +37,9 @@ PHASES: dict[str, tuple[str, str]] = {  # phase -> (label, unit)
     "export_edges": ("rewriting edges", "edges"),
     "records": ("writing", "records"),
     "files": ("writing", "files"),
+    # relmerge lightrag dedupe / undo
+    "write_edges": ("writing LightRAG edges", "edges"),
+    "undo_edges": ("restoring LightRAG edges", "edges"),
 }
 _RATE_UNITS = {"embed": "texts/s"}
 

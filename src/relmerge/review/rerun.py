@@ -34,6 +34,7 @@ _TEMPLATES = {
     "merge-into": ("merge-into", "URL", "INPUT"),
     "reconcile": ("reconcile", "URL"),
     "demo": ("demo",),
+    "lightrag": ("lightrag", "dedupe", "WORKING_DIR"),
 }
 # ``click.Context.meta`` key of the arguments after ``relmerge``, as typed (``relmerge.cli``
 # puts them there, ``relmerge run`` records them).
@@ -168,8 +169,9 @@ def relmerge_line(*args: str | Path) -> str:
 
 
 def made_by(out: Path) -> str:
-    """The relmerge command that made OUT (``run``, ``merge-into``, ``reconcile``, ``demo``):
-    the recorded one, else what its files say, so that a hint names the right command."""
+    """The relmerge command that made OUT (``run``, ``merge-into``, ``reconcile``, ``demo``,
+    ``lightrag``): the recorded one, else what its files say, so that a hint names the
+    right command."""
     command = recorded_command(out)
     if command is not None and command.argv and command.argv[0] in _TEMPLATES:
         return command.argv[0]

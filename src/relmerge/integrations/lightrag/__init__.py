@@ -6,8 +6,9 @@
 
 Everything about LightRAG lives here: the pass through the storage API (``passes``,
 ``graph``, ``edits``, ``journal``), the records made of its edges (``records``), the
-offline folder import and export (``folder``, ``folder_stores``), the instance the command
-line opens (``instance``) and the command line itself (``commands``). The pass needs
+offline folder import and export (``folder``, ``folder_stores``) and the instance the
+command line opens (``instance``; the commands themselves are ``relmerge.cli.lightrag``,
+the CLI's package). The pass needs
 ``lightrag-hku`` (``pip install relmerge[lightrag]``); the folder import and export do not.
 """
 

@@ -268,6 +268,7 @@ async def _apply(
     phase = "write_edges" if forward else "undo_edges"
     progress.start(phase, len(entry.changes))
     stale: list[tuple[str, str]] = []
+    embedded: list[tuple[str, str]] = []
     for index, change in enumerate(entry.changes):
         if index not in done:
             target, base = (
@@ -280,8 +281,7 @@ async def _apply(
                 fields = rebase(target, base, now)
                 if not same(now, fields):
                     await write_edge(rag, change.source, change.target, fields, embed)
-                    if not embed:
-                        stale.append((change.source, change.target))
+                    (embedded if embed else stale).append((change.source, change.target))
                 if isinstance(result, UndoResult):
                     if same(fields, target):
                         result.restored += 1
@@ -293,9 +293,23 @@ async def _apply(
     entry.save(journal.APPLIED if forward else journal.UNDONE)
     progress.finish(phase)
     result.stale_edges.extend(stale)
-    if stale:
-        path = entry.path.parent / STALE_FILE
-        write_atomic(path, orjson.dumps([list(pair) for pair in stale]))
+    _keep_stale(
+        entry.path.parent / STALE_FILE, [(c.source, c.target) for c in entry.changes], stale
+    )
+
+
+def _keep_stale(path: Path, embedded: list[tuple[str, str]], stale: list[tuple[str, str]]) -> None:
+    """``stale.json``: the edges whose vector is older than their text, across passes (an
+    edge written with re-embedding is no longer stale)."""
+    try:
+        known = [tuple(pair) for pair in orjson.loads(path.read_bytes())]
+    except (OSError, orjson.JSONDecodeError, TypeError):
+        known = []
+    kept = [pair for pair in known if pair not in set(embedded) | set(stale)] + stale
+    if kept:
+        write_atomic(path, orjson.dumps([list(pair) for pair in kept]))
+    else:
+        path.unlink(missing_ok=True)
 
 
 async def undo(
