@@ -117,6 +117,12 @@ def lightrag_group() -> None:
     "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
 )
 @click.option(
+    "--redecide",
+    is_flag=True,
+    help="Judge every fragment again, also those earlier passes into OUT settled (after a "
+    "change of model or settings) [default: new fragments against settled ones only].",
+)
+@click.option(
     "--quiet",
     "-q",
     is_flag=True,
@@ -136,6 +142,7 @@ def dedupe_command(
     canaries: float | None,
     cache: bool,
     overwrite: bool,
+    redecide: bool,
     quiet: bool,
     **options: Any,
 ) -> None:
@@ -166,6 +173,7 @@ def dedupe_command(
     command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
     console = Console(stderr=True, quiet=quiet)
     job = _Dedupe(working_dir, storage_config, out, list(documents), track_id, wait_seconds)
+    job.redecide = redecide
     try:
         done, embedded = run_interruptible(
             job.run(config, settings, embedding_settings, cache, overwrite, command, console)
@@ -183,6 +191,11 @@ def dedupe_command(
             click.echo(f"  edges changed: {done.edges_changed:,}")
             click.echo(
                 f"  description fragments: {done.fragments_before:,} → {done.fragments_after:,}"
+                + (
+                    f" ({done.fragments_settled:,} settled by earlier passes)"
+                    if done.fragments_settled
+                    else ""
+                )
             )
     try:
         if done.run is not None:
@@ -227,6 +240,7 @@ class _Dedupe:
         self.documents = documents
         self.track_id = track_id
         self.wait_seconds = wait_seconds
+        self.redecide = False
 
     async def run(
         self,
@@ -259,6 +273,7 @@ class _Dedupe:
                     reembed=can_embed,
                     wait_seconds=self.wait_seconds,
                     overwrite=overwrite,
+                    redecide=self.redecide,
                     progress=progress,
                     command=command,
                 )

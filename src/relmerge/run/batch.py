@@ -75,6 +75,7 @@ async def run_into_out(
     cache: RunCache | None,
     engine: ChunkEngine | None,
     progress: Progress,
+    pinned: frozenset[str] = frozenset(),
 ) -> tuple[RunResult, list[Rejected]]:
     """The run: endpoints checked, input streamed, OUT claimed (by its fingerprint) once
     the input is known to be usable, outputs written, stale relation files removed, and
@@ -95,7 +96,11 @@ async def run_into_out(
     async def claim() -> None:
         nonlocal fingerprint
         fingerprint = run_fingerprint(
-            hashed, mapping=mapping, config=config, models=models.named, entities=entities
+            hashed,
+            mapping=mapping,
+            config=config,
+            models=[*models.named, *([{"pinned": sorted(pinned)}] if pinned else [])],
+            entities=entities,
         )
         await claim_output(store, fingerprint, request.overwrite, request.command)
 
@@ -113,6 +118,7 @@ async def run_into_out(
         cache=cache,
         engine=engine,
         preflight_requests=checked,
+        pinned=pinned,
     )
     result = output.summary.with_run(fingerprint).with_prices(*models.prices)
     await remove_stale_relations(store, config.deduplicated_relations_prefix, output.relation_keys)

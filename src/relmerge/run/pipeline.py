@@ -78,6 +78,7 @@ async def run_pipeline(
     engine: ChunkEngine | None = None,
     log_prefix: str = "",
     preflight_requests: int = 0,
+    pinned: frozenset[str] = frozenset(),
 ) -> RunOutput:
     """Deduplicate ``raws`` and write the relation files and logs into ``store``.
 
@@ -97,7 +98,9 @@ async def run_pipeline(
     ``preflight_requests``: the requests the caller's preflight sent (reported, not
     spent from the budget). An endpoint that stops answering mid-run opens the circuit
     breaker (``config.llm_breaker_groups``): the groups left get the issue
-    ``llm_unavailable``, and the run still completes.
+    ``llm_unavailable``, and the run still completes. ``pinned``: ids of relations decided
+    before (a growing graph's settled ones): two of them are never merged nor judged
+    against each other, as a store merge pins its stored relations.
     """
     if config.semantic_merge and embedder is None:
         raise ConfigError(NO_EMBEDDER)
@@ -114,6 +117,7 @@ async def run_pipeline(
             await before_work()
         clock.lap("load")
         run = _Run(intake, config, store, clock, meter, log_prefix.strip("/"), preflight_requests)
+        run.pinned = frozenset(i for i, rid in enumerate(intake.ids) if rid in pinned)
         run.start(progress, llm, cache)
         return await _deduplicate(
             run, embedder, canonical_entities(entities, mapping), memory, engine
@@ -142,6 +146,7 @@ class _Run:
     phases: Phases = field(init=False)
     models: ModelStack = field(init=False)
     canaries: CanaryDesk | None = None
+    pinned: frozenset[int] = frozenset()  # input indices of relations decided before
     writer: OutputWriter = field(init=False)
 
     def start(self, progress: Progress, llm: LanguageModel, cache: RunCache | None) -> None:
@@ -197,9 +202,10 @@ async def _deduplicate(
         if settings.report:
             with run.clock.timed("embed"), run.meter.stage("plan"):
                 needs = await _report_needs(intake, config, EngineEmbedder(engine, chunk_run, ""))
-        rework = _rework(intake, chunks, needs, chunk_run, engine)
+        rework = _rework(intake, chunks, needs, chunk_run, engine, run.pinned)
         desk = run.canaries = CanaryDesk(config, run.models.model, run.models.gate, rework)
-        results = engine.run_chunks(chunk_run, _tasks(intake, chunks, needs, lambda: desk.wanted))
+        tasks = _tasks(intake, chunks, needs, lambda: desk.wanted, run.pinned)
+        results = engine.run_chunks(chunk_run, tasks)
         await _work_chunks(run, results, work, report, desk)
         named = EngineEmbedder(engine, chunk_run, embedder.name if embedder is not None else "")
         issues = await _after_chunks(run, report, named)
@@ -232,14 +238,17 @@ def _tasks(
     chunks: list[npt.NDArray[np.int64]],
     needs: npt.NDArray[np.bool_] | None,
     canaries: Callable[[], bool] = lambda: False,
+    pinned: frozenset[int] = frozenset(),
 ) -> Iterator[ChunkTask]:
     """The chunks as the engine takes them: read from the spool one at a time, each told
-    whether the verdict still wants canaries (``canaries``) when it is read."""
+    whether the verdict still wants canaries (``canaries``) when it is read, and which of
+    its relations are pinned."""
     for number, chunk in enumerate(chunks):
         indices = chunk.tolist()
         wanted = None if needs is None else frozenset(chunk[needs[chunk]].tolist())
         raw = intake.spool.load_raw(indices)
-        yield ChunkTask(number, indices, raw, wanted, canaries=canaries())
+        held = frozenset(i for i in indices if i in pinned) if pinned else frozenset()
+        yield ChunkTask(number, indices, raw, wanted, held, canaries=canaries())
 
 
 async def _report_needs(
@@ -308,6 +317,7 @@ def _rework(
     needs: npt.NDArray[np.bool_] | None,
     chunk_run: ChunkRun,
     engine: ChunkEngine,
+    pinned: frozenset[int] = frozenset(),
 ) -> Rework:
     """How the driver works a chunk again without the model (the canaries distrust it):
     the same task, the run's embedder as its engine runs it, the model behind a closed
@@ -317,7 +327,7 @@ def _rework(
         embedder = EngineEmbedder(engine, chunk_run, embedder.name)
 
     async def again(number: int, reason: str) -> ChunkResult:
-        (task,) = _tasks(intake, [chunks[number]], needs)
+        (task,) = _tasks(intake, [chunks[number]], needs, pinned=pinned)
         task.number = number
         gated = CanaryGateModel(chunk_run.model, reason)
         return await work_chunk(task, chunk_run.settings, gated, embedder, None, chunk_run.meter)

@@ -123,8 +123,10 @@ def test_documents_not_processed_yet_are_reported_not_read(tmp_path: Path) -> No
 def test_a_pass_killed_while_writing_is_finished_by_running_it_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from relmerge.integrations.lightrag import passes
-    from relmerge.integrations.lightrag.edits import write_edge as real
+    """Killed after the first edge was written and persisted: the journal holds it as
+    done, and the same call writes the other one."""
+    from relmerge.integrations.lightrag import journal, passes
+    from relmerge.integrations.lightrag.edits import EdgeWriter
 
     async def scenario() -> None:
         given = script()
@@ -133,21 +135,23 @@ def test_a_pass_killed_while_writing_is_finished_by_running_it_again(
         rag = await _built(tmp_path / "rag", given)
         await insert(rag, {doc: text for doc, text, _ in OTHERS})
         before = await edges(rag)
+        real = EdgeWriter.write
         calls = 0
 
-        async def dies_after_one(*args: Any, **kwargs: Any) -> None:
+        async def dies_on_the_second(self: EdgeWriter, *args: Any) -> None:
             nonlocal calls
             calls += 1
             if calls > 1:
                 raise KeyboardInterrupt
-            await real(*args, **kwargs)
+            await real(self, *args)
 
-        monkeypatch.setattr(passes, "write_edge", dies_after_one)
+        monkeypatch.setattr(passes, "BATCH", 1)
+        monkeypatch.setattr(EdgeWriter, "write", dies_on_the_second)
         with pytest.raises(KeyboardInterrupt):
             await deduplicate(rag, output=tmp_path / "out", config=RULES_ONLY)
-        half = await edges(rag)
-        assert sum(half[p]["description"] != before[p]["description"] for p in half) == 1
-        monkeypatch.setattr(passes, "write_edge", real)
+        kept = journal.current(tmp_path / "out")
+        assert kept is not None and kept.state == journal.APPLYING and kept.done() == {0}
+        monkeypatch.setattr(EdgeWriter, "write", real)
         resumed = await deduplicate(rag, output=tmp_path / "out", config=RULES_ONLY)
         assert resumed.resumed and resumed.edges_changed == 2
         after = await edges(rag)
@@ -278,3 +282,62 @@ def test_a_pass_asks_a_real_openai_compatible_endpoint_like_run_does(
     mapping = orjson.loads((tmp_path / "run" / "relation_id_mapping.json").read_bytes())
     ours = orjson.loads((tmp_path / "out" / "relation_id_mapping.json").read_bytes())
     assert mapping == ours
+
+
+def test_a_pass_after_an_insert_judges_new_fragments_against_settled_ones_only(
+    tmp_path: Path,
+) -> None:
+    """The first pass settles what it decided; after an insert, the next pass asks the
+    judge about the new fragment alone (no pair of settled fragments is shown again),
+    and ``redecide`` shows them all again."""
+    from relmerge.eval.gold_judge import GoldJudge
+
+    labelled = [
+        ("g1", "Alice is a close friend of Bob", "friends"),
+        ("g2", "Alice and Bob have been good friends for many years", "friends"),
+        ("g3", "Alice lent Bob a book in 1998", "book"),
+        ("g4", "Alice and Bob are friends since childhood", "friends"),
+    ]
+    records = [
+        {"relation_id": rid, "description": text, "name": "friendship",
+         "source_entity_name": "Alice", "target_entity_name": "Bob"}
+        for rid, text, _ in labelled
+    ]  # fmt: skip
+    shown: list[list[str]] = []  # the descriptions each request showed
+
+    class Recording(GoldJudge):
+        def answer(self, task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+            shown.append(sorted(str(r.get("description")) for r in records))
+            return super().answer(task, records)
+
+    judge = Recording({rid: cluster for rid, _, cluster in labelled}, records=records)
+
+    async def scenario() -> None:
+        given = Script()
+        for number, (_, text, _) in enumerate(labelled):
+            given.facts[f"Document {number}."] = [Fact("Alice", "Bob", "friendship", text)]
+        rag = make_rag(tmp_path / "rag", given)
+        await rag.initialize_storages()
+        for number in range(3):
+            await insert(rag, {f"doc-{number}": f"Document {number}."})
+        out = tmp_path / "out"
+        first = await deduplicate(rag, output=out, llm=judge, cache=False)
+        assert first.fragments_settled == 0 and first.fragments_after == 2
+        await insert(rag, {"doc-3": "Document 3."})
+        shown.clear()
+        second = await deduplicate(rag, output=out, documents=["doc-3"], llm=judge, cache=False)
+        assert second.fragments_before == 3 and second.fragments_settled == 2
+        assert second.fragments_after == 2  # the new wording joined the friends fragment
+        parts = (await edges(rag))[("Alice", "Bob")]["description"].split("<SEP>")
+        assert any("childhood" in p and "many years" in p for p in parts)
+        assert sum("1998" in p for p in parts) == 1
+        # every request of the second pass shows the new wording: none is about settled
+        # fragments alone
+        assert shown and all(any("childhood" in d for d in request) for request in shown)
+        shown.clear()
+        again = await deduplicate(rag, output=out, llm=judge, cache=False, redecide=True)
+        assert again.fragments_settled == 0 and again.edges_changed == 0
+        assert shown  # judged again
+        await rag.finalize_storages()
+
+    asyncio.run(scenario())

@@ -84,10 +84,12 @@ class Journal:
                 continue  # a line cut short by a kill: that edge is done again
         return found
 
-    def mark(self, index: int) -> None:
-        """Record that change ``index`` is done, durably, before the next is started."""
+    def mark(self, indices: Sequence[int]) -> None:
+        """Record that these changes are done, durably (they are persisted)."""
+        if not indices:
+            return
         with self.done_path.open("ab") as handle:
-            handle.write(orjson.dumps(index) + b"\n")
+            handle.write(b"".join(orjson.dumps(index) + b"\n" for index in indices))
             handle.flush()
             os.fsync(handle.fileno())
 

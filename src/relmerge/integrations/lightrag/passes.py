@@ -27,11 +27,11 @@ from relmerge.adapters.common import (
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
 from relmerge.errors import InputError
-from relmerge.integrations.lightrag import graph, journal
-from relmerge.integrations.lightrag.edits import current_edge, finish, reembed_call, write_edge
+from relmerge.integrations.lightrag import graph, journal, settled
+from relmerge.integrations.lightrag.edits import BATCH, EdgeWriter, current_edge, reembed_call
 from relmerge.integrations.lightrag.fields import edit_fields, rebase, same
 from relmerge.integrations.lightrag.records import edge_records
-from relmerge.integrations.lightrag.rewrite import new_descriptions
+from relmerge.integrations.lightrag.rewrite import edge_fragments, new_descriptions
 from relmerge.progress import Progress, as_progress
 from relmerge.providers.base import LanguageModel, NoLanguageModel
 from relmerge.providers.cached import model_identity
@@ -57,6 +57,7 @@ class LightragPass:
     fragments_after: int = 0
     run: RunResult | None = None
     resumed: bool = False
+    fragments_settled: int = 0  # decided by an earlier pass: not judged against each other
     documents: list[str] = field(default_factory=list)
     waiting_documents: list[str] = field(default_factory=list)
     failed_documents: list[str] = field(default_factory=list)
@@ -71,6 +72,7 @@ class LightragPass:
             "fragments_before": self.fragments_before,
             "fragments_after": self.fragments_after,
             "resumed": self.resumed,
+            "fragments_settled": self.fragments_settled,
             "documents": self.documents,
             "waiting_documents": self.waiting_documents,
             "failed_documents": self.failed_documents,
@@ -146,6 +148,7 @@ async def deduplicate(
     reembed: bool = True,
     wait_seconds: float = 0.0,
     overwrite: bool = False,
+    redecide: bool = False,
     progress: Progress | None = None,
     command: dict[str, Any] | None = None,
 ) -> LightragPass:
@@ -160,6 +163,11 @@ async def deduplicate(
     answers and vectors in ``OUT/.relmerge/cache.sqlite``. ``reembed=False`` writes the
     graph only and lists the changed edges' vectors as stale. A pass interrupted while it
     wrote edges is finished by calling this again with the same ``output``.
+
+    Fragments an earlier pass into ``output`` decided (no question about them left open)
+    are settled: the next pass judges new fragments against them, never settled ones
+    against each other, so a pass after each insert asks about what the insert added.
+    ``redecide=True`` judges every fragment again (after a change of model or settings).
     """
     out = Path(output)
     progress = as_progress(progress)
@@ -179,7 +187,7 @@ async def deduplicate(
     try:
         return await _pass(
             rag, out, documents, track_id, config, llm, embedding, run_cache, reembed,
-            wait_seconds, overwrite or latest is not None, progress, command,
+            wait_seconds, overwrite or latest is not None, redecide, progress, command,
         )  # fmt: skip
     finally:
         if run_cache is not None:
@@ -205,6 +213,7 @@ async def _pass(
     reembed: bool,
     wait_seconds: float,
     overwrite: bool,
+    redecide: bool,
     progress: Progress,
     command: dict[str, Any] | None,
 ) -> LightragPass:
@@ -232,11 +241,17 @@ async def _pass(
         overwrite, True, command,
     )  # fmt: skip
     models = _models(llm, embedding, config, cache)
+    known = set() if redecide else settled.read(base)
+    pinned = frozenset(
+        rid for rid in raws if settled.key(edges[imported.origins[rid]], raws[rid]) in known
+    )
     run, _ = await run_into_out(
-        request, open_store(str(out)), config, models, cache, None, progress
+        request, open_store(str(out)), config, models, cache, None, progress, pinned
     )
     result.run = run
-    changed = new_descriptions(imported, raws, read_run(out))
+    result.fragments_settled = len(pinned)
+    fragments = edge_fragments(imported, raws, read_run(out))
+    changed = new_descriptions(imported, raws, fragments)
     changes = []
     for number, (description, count) in changed.items():
         edge = edges[number]
@@ -248,6 +263,8 @@ async def _pass(
     info = {"documents": result.documents, "edges_read": len(edges), "track_id": track_id}
     pass_journal = journal.start(out, changes, info)
     await _apply(rag, pass_journal, forward=True, embed=reembed, result=result, progress=progress)
+    asked = settled.questioned(out / (config.clarifications_key or ""))
+    settled.write(base, known, edges, fragments, asked)
     result.edges_changed = len(changes)
     write_atomic(base / "pass.json", orjson.dumps(result.summary(), option=orjson.OPT_INDENT_2))
     return result
@@ -263,39 +280,51 @@ async def _apply(
     progress: Progress,
 ) -> None:
     """Write each change of ``entry`` (its ``after``, or its ``before`` going back), rebased
-    on what LightRAG added since; mark each done; the journal's state last."""
+    on what LightRAG added since; mark a batch's edges done once it is persisted; the
+    journal's state last."""
     done = entry.done()
     phase = "write_edges" if forward else "undo_edges"
     progress.start(phase, len(entry.changes))
+    writer = EdgeWriter(rag, embed)
+    written: list[int] = []  # changes handled since the last persist
     stale: list[tuple[str, str]] = []
     embedded: list[tuple[str, str]] = []
     for index, change in enumerate(entry.changes):
         if index not in done:
+            pair = (change.source, change.target)
             target, base = (
                 (change.after, change.before) if forward else (change.before, change.after)
             )
-            now = await current_edge(rag, change.source, change.target)
+            now = await current_edge(rag, *pair)
             if now is None:
-                result.gone_edges.append((change.source, change.target))
+                result.gone_edges.append(pair)
             else:
                 fields = rebase(target, base, now)
                 if not same(now, fields):
-                    await write_edge(rag, change.source, change.target, fields, embed)
-                    (embedded if embed else stale).append((change.source, change.target))
+                    await writer.write(change.source, change.target, fields)
+                    (embedded if embed else stale).append(pair)
                 if isinstance(result, UndoResult):
                     if same(fields, target):
                         result.restored += 1
                     else:
                         result.rebased += 1
-            entry.mark(index)
+            written.append(index)
+            if len(written) >= BATCH:
+                await _persisted(writer, entry, written)
         progress.advance(phase)
-    await finish(rag, embed)
+    await _persisted(writer, entry, written)
     entry.save(journal.APPLIED if forward else journal.UNDONE)
     progress.finish(phase)
     result.stale_edges.extend(stale)
-    _keep_stale(
-        entry.path.parent / STALE_FILE, [(c.source, c.target) for c in entry.changes], stale
-    )
+    _keep_stale(entry.path.parent / STALE_FILE, embedded, stale)
+
+
+async def _persisted(writer: EdgeWriter, entry: journal.Journal, written: list[int]) -> None:
+    """Persist the batch, then record its changes as done (a kill between the two redoes
+    them: writing a change twice gives the same edge)."""
+    await writer.persist()
+    entry.mark(written)
+    written.clear()
 
 
 def _keep_stale(path: Path, embedded: list[tuple[str, str]], stale: list[tuple[str, str]]) -> None:

@@ -25,28 +25,41 @@ def fragment(piece: Piece, raws: Mapping[str, str]) -> str:
     return f'"{text}"' if len(first) >= 2 and first[0] == first[-1] == '"' else text
 
 
-def new_descriptions(
+def edge_fragments(
     imported: Imported, raws: Mapping[str, str], run: RunResult
-) -> dict[int, tuple[str, int]]:
-    """Edge index -> (its new description, its number of fragments), for each edge the run
-    changed. One pair is one edge, so no output may take members from two edges."""
-    units = layout(imported, run)
+) -> dict[int, list[tuple[str, tuple[str, ...]]]]:
+    """Edge index -> its fragments after the run: (text, the record ids it holds). One
+    pair is one edge, so no output may take members from two edges."""
     own: dict[int, set[str]] = {}
     for rid, number in imported.origins.items():
         own.setdefault(number, set()).add(rid)
-    changed: dict[int, tuple[str, int]] = {}
-    for number, pieces in sorted(units.items()):
-        covered = [m for piece in pieces for m in (piece.members or (piece.relation_id,))]
-        if set(covered) - own[number]:
+    found: dict[int, list[tuple[str, tuple[str, ...]]]] = {}
+    for number, pieces in sorted(layout(imported, run).items()):
+        held = [piece.members or (piece.relation_id,) for piece in pieces]
+        if {m for members in held for m in members} - own[number]:
             raise RelmergeError(
                 "a merged relation takes fragments from two LightRAG edges; a pass through "
                 "LightRAG's API merges within an edge only (no entity mapping)"
             )
-        if all(piece.unchanged for piece in pieces) and set(covered) == own[number]:
-            continue
-        changed[number] = (_joined(pieces, raws), len(pieces))
+        found[number] = [
+            (fragment(piece, raws), members) for piece, members in zip(pieces, held, strict=True)
+        ]
+    return found
+
+
+def new_descriptions(
+    imported: Imported,
+    raws: Mapping[str, str],
+    fragments: Mapping[int, Sequence[tuple[str, tuple[str, ...]]]],
+) -> dict[int, tuple[str, int]]:
+    """Edge index -> (its new description, its number of fragments), for each edge the run
+    changed (``fragments``: :func:`edge_fragments`)."""
+    own: dict[int, list[str]] = {}
+    for rid, number in imported.origins.items():
+        own.setdefault(number, []).append(rid)
+    changed: dict[int, tuple[str, int]] = {}
+    for number, parts in fragments.items():
+        if [text for text, _ in parts] == [raws[rid] for rid in own[number]]:
+            continue  # every fragment as it was: the edge as it was
+        changed[number] = (SEP.join(text for text, _ in parts), len(parts))
     return changed
-
-
-def _joined(pieces: Sequence[Piece], raws: Mapping[str, str]) -> str:
-    return SEP.join(fragment(piece, raws) for piece in pieces)
