@@ -81,7 +81,8 @@ from relmerge.adapters.common import jsonl_bytes, read_run, write_atomic
 from relmerge.cache import CACHE_FILE, RunCache
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings
 from relmerge.eval.gold_judge import GoldJudge
-from relmerge.integrations.lightrag import deduplicate, undo
+from relmerge.integrations.lightrag import deduplicate, passes, undo
+from relmerge.integrations.lightrag.edits import BATCH
 from relmerge.integrations.lightrag.graph import GraphEdge, chunk_documents, read_edges, read_nodes
 from relmerge.integrations.lightrag.records import edge_records, split_field, strip_quotes
 from relmerge.normalize import normalize_description, normalize_key_text
@@ -614,9 +615,15 @@ async def speed(
         "build_seconds": round(built, 2),
         "other_prompts": extractor.other,
     }
-    variants = (("rules", None, True), ("judge", source.judge(), True))
-    for name, llm, reembed in (*variants, ("judge, no re-embedding", source.judge(), False)):
+    variants = (("rules", None, True, BATCH), ("judge", source.judge(), True, BATCH))
+    for name, llm, reembed, batch in (
+        *variants,
+        ("judge, no re-embedding", source.judge(), False, BATCH),
+        # the baseline: persisted after every edge, as `rag.aedit_relation` does
+        ("judge, persist per edge", source.judge(), True, 1),
+    ):
         out = folder / f"speed-{storage}-{len(row)}"
+        passes.BATCH = batch
         started = time.perf_counter()
         done = await deduplicate(
             rag, output=out, config=config, llm=llm, embedding=embedding, reembed=reembed
@@ -625,6 +632,7 @@ async def speed(
         started = time.perf_counter()
         taken = await undo(rag, out, reembed=reembed)
         undo_seconds = time.perf_counter() - started
+        passes.BATCH = BATCH
         row[name] = {
             **pass_row(done, seconds),
             "seconds_per_1000_edges": round(1000 * seconds / max(1, done.edges_read), 2),
@@ -681,7 +689,7 @@ def show_incremental(rows: list[dict[str, Any]]) -> None:
 
 
 def show_speed(rows: list[dict[str, Any]]) -> None:
-    names = ("rules", "judge", "judge, no re-embedding")
+    names = ("rules", "judge", "judge, no re-embedding", "judge, persist per edge")
     print(
         f"{'storage':<12}{'pass':<24}{'edges':>7}{'frags':>7}{'after':>7}{'requests':>9}"
         f"{'seconds':>9}{'s/1k edges':>11}{'undo s':>8}"

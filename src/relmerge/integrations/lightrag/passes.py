@@ -370,4 +370,4 @@ async def undo(
     return result
 
 
-__all__ = ["LightragPass", "UndoResult", "deduplicate", "reembed_call", "undo"]
+__all__ = ["BATCH", "LightragPass", "UndoResult", "deduplicate", "reembed_call", "undo"]
