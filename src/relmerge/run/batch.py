@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from relmerge.cache import RunCache
-from relmerge.config import DeduplicateRelationsConfig
+from relmerge.cache import CACHE_FILE, RunCache
+from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
 from relmerge.engines.base import ChunkEngine
 from relmerge.io.load import read_entities, read_entity_mapping, stream_input
 from relmerge.io.outdir import Fingerprint, claim_output, remove_stale_relations
@@ -21,11 +21,13 @@ from relmerge.io.records import Rejected
 from relmerge.io.write import write_manifest
 from relmerge.progress import Progress
 from relmerge.providers import preflight
-from relmerge.providers.base import LanguageModel
+from relmerge.providers.base import LanguageModel, NoLanguageModel
+from relmerge.providers.cached import model_identity
 from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.stack import get_embedder, get_llm
 from relmerge.review.memory import AnswerMemory
 from relmerge.review.queue import run_memory
-from relmerge.run.fingerprint import run_fingerprint
+from relmerge.run.fingerprint import OPERATIONAL, run_fingerprint
 from relmerge.run.pipeline import run_pipeline
 from relmerge.run.result import RunResult
 from relmerge.stores.base import ObjectStore
@@ -65,6 +67,41 @@ class Models:
     embedder: EmbeddingModel | None
     named: list[Any]
     prices: tuple[float | None, float | None] = (None, None)  # USD per million in / out
+
+
+def models_for(
+    llm: LanguageModel | LLMSettings | None,
+    embedding: EmbeddingModel | EmbeddingSettings | None,
+    config: DeduplicateRelationsConfig,
+    cache: RunCache | None,
+) -> Models:
+    """The models of a run started from Python (a framework's pass): settings opened as
+    ``relmerge run`` opens them, or models given as they are (default: rules only, and
+    relmerge's offline embedder); named for the fingerprint as the CLI names them."""
+    named: list[Any] = []
+    if isinstance(llm, LLMSettings):
+        named.append(llm.model_dump(mode="json", exclude=set(OPERATIONAL)))
+        model: LanguageModel = get_llm(llm)
+    else:
+        model = llm or NoLanguageModel()
+        named.append(model_identity(model))
+    embedder: EmbeddingModel | None = None
+    if config.semantic_merge:
+        if isinstance(embedding, EmbeddingSettings) or embedding is None:
+            settings = embedding or EmbeddingSettings()
+            named.append(settings.model_dump(mode="json", exclude=set(OPERATIONAL)))
+            embedder = get_embedder(settings, cache)
+        else:
+            named.append(getattr(embedding, "name", type(embedding).__name__))
+            embedder = embedding
+    return Models(model, embedder, named)
+
+
+def open_cache(cache: RunCache | bool | None, out: Path) -> RunCache | None:
+    """``True``: the run cache in ``OUT/.relmerge/cache.sqlite``; a cache as given; or none."""
+    if cache is True:
+        return RunCache(out / CACHE_FILE)
+    return cache or None
 
 
 async def run_into_out(

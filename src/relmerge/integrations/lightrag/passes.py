@@ -24,7 +24,7 @@ from relmerge.adapters.common import (
     read_run,
     write_atomic,
 )
-from relmerge.cache import CACHE_FILE, RunCache
+from relmerge.cache import RunCache
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
 from relmerge.errors import InputError
 from relmerge.integrations.lightrag import graph, journal, settled
@@ -33,12 +33,9 @@ from relmerge.integrations.lightrag.fields import edit_fields, rebase, same
 from relmerge.integrations.lightrag.records import edge_records
 from relmerge.integrations.lightrag.rewrite import edge_fragments, new_descriptions
 from relmerge.progress import Progress, as_progress
-from relmerge.providers.base import LanguageModel, NoLanguageModel
-from relmerge.providers.cached import model_identity
+from relmerge.providers.base import LanguageModel
 from relmerge.providers.embedding import EmbeddingModel
-from relmerge.providers.stack import get_embedder, get_llm
-from relmerge.run.batch import Models, RunRequest, run_into_out
-from relmerge.run.fingerprint import OPERATIONAL
+from relmerge.run.batch import RunRequest, models_for, open_cache, run_into_out
 from relmerge.run.result import RunResult
 from relmerge.stores import open_store
 
@@ -92,31 +89,6 @@ class UndoResult:
     rebased: int = 0
     gone_edges: list[tuple[str, str]] = field(default_factory=list)
     stale_edges: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _models(
-    llm: LanguageModel | LLMSettings | None,
-    embedding: EmbeddingModel | EmbeddingSettings | None,
-    config: DeduplicateRelationsConfig,
-    cache: RunCache | None,
-) -> Models:
-    named: list[Any] = []
-    if isinstance(llm, LLMSettings):
-        named.append(llm.model_dump(mode="json", exclude=set(OPERATIONAL)))
-        model: LanguageModel = get_llm(llm)
-    else:
-        model = llm or NoLanguageModel()
-        named.append(model_identity(model))
-    embedder: EmbeddingModel | None = None
-    if config.semantic_merge:
-        if isinstance(embedding, EmbeddingSettings) or embedding is None:
-            settings = embedding or EmbeddingSettings()
-            named.append(settings.model_dump(mode="json", exclude=set(OPERATIONAL)))
-            embedder = get_embedder(settings, cache)
-        else:
-            named.append(getattr(embedding, "name", type(embedding).__name__))
-            embedder = embedding
-    return Models(model, embedder, named)
 
 
 async def _documents(
@@ -183,7 +155,7 @@ async def deduplicate(
         result.edges_changed = len(latest.changes)
         return result
     config = config or DeduplicateRelationsConfig()
-    run_cache = _cache(cache, out)
+    run_cache = open_cache(cache, out)
     try:
         return await _pass(
             rag, out, documents, track_id, config, llm, embedding, run_cache, reembed,
@@ -192,12 +164,6 @@ async def deduplicate(
     finally:
         if run_cache is not None:
             run_cache.close()
-
-
-def _cache(cache: RunCache | bool | None, out: Path) -> RunCache | None:
-    if cache is True:
-        return RunCache(out / CACHE_FILE)
-    return cache or None
 
 
 # long: the pass's steps in order, with the arguments ``deduplicate`` resolved.
@@ -240,7 +206,7 @@ async def _pass(
         str(base / RELATIONS_FILE), str(out), out, {}, None, base / ENTITIES_FILE,
         overwrite, True, command,
     )  # fmt: skip
-    models = _models(llm, embedding, config, cache)
+    models = models_for(llm, embedding, config, cache)
     known = set() if redecide else settled.read(base)
     pinned = frozenset(
         rid for rid in raws if settled.key(edges[imported.origins[rid]], raws[rid]) in known
