@@ -3,7 +3,7 @@
 #   1. build the sdist and the wheel and check them (twine check --strict);
 #   2. install the wheel alone into a fresh environment outside the checkout and run
 #      `relmerge demo` there;
-#   3. install the built wheel (not editable) with its extras [dev,heta,ray,s3,docs,postgres,lightrag] into
+#   3. install the built wheel (not editable) with its extras [dev,heta,ray,s3,docs,postgres,lightrag,graphiti] into
 #      .venv, then ruff, ruff format --check, mypy and pytest against it;
 #   4. build the documentation site strictly (broken links, anchors, pages left out fail).
 # Arguments go to pytest. Step 3 replaces an editable install in .venv (CONTRIBUTING.md).
@@ -40,11 +40,11 @@ for name in deduplicate_relations_result.json relation_id_mapping.json \
   fi
 done
 
-phase "install the wheel with [dev,heta,ray,s3,docs,postgres,lightrag] into .venv"
+phase "install the wheel with [dev,heta,ray,s3,docs,postgres,lightrag,graphiti] into .venv"
 # Not the checkout: the tests test what `pip install relmerge[...]` gives. An earlier
 # install of the same version (editable, or a wheel built before) goes first.
 .venv/bin/python -m pip uninstall --quiet --yes relmerge 2>/dev/null || true
-.venv/bin/python -m pip install --quiet "relmerge[dev,heta,ray,s3,docs,postgres,lightrag] @ file://$wheel"
+.venv/bin/python -m pip install --quiet "relmerge[dev,heta,ray,s3,docs,postgres,lightrag,graphiti] @ file://$wheel"
 # The review page is tested in a real headless browser: Debian's chromium (Playwright's
 # own browser download cannot work offline).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \

@@ -112,12 +112,19 @@ PIP = "installs from PyPI (network); the test runs this checkout's relmerge inst
 SCRIPTS = "makes .venv and installs into it (network); scripts/test.sh runs the whole suite"
 GRAPH_STORE, SCALE_OUT = "docs/guides/graph-store.md", "docs/guides/scale-out.md"
 RAY_RUN = "relmerge run relations.jsonl -o out/ --engine ray"
+GRAPHITI = "docs/guides/graphiti.md"
+GRAPHITI_OUT = "--group-id support-chats --output support-chats-relmerge"
+GRAPHITI_SERVER = (
+    "needs a Graphiti graph on a FalkorDB server; tests/integrations/graphiti/"
+    "test_commands.py runs these commands on one"
+)
 SKIP: dict[tuple[str, str], str] = {
     ("README.md", "pip install relmerge"): PIP,
     ("docs/index.md", "pip install relmerge"): PIP,
     ("docs/getting-started.md", "pip install relmerge"): PIP,
     ("docs/guides/heta.md", "pip install relmerge[heta]"): PIP,
     ("docs/guides/lightrag.md", "pip install relmerge[lightrag]"): PIP,
+    ("docs/guides/graphiti.md", "pip install relmerge[graphiti]"): PIP,
     (SCALE_OUT, "pip install relmerge[ray]"): PIP,
     ("README.md", "bash scripts/demo.sh"): SCRIPTS,
     ("README.md", "bash scripts/test.sh"): SCRIPTS,
@@ -139,6 +146,21 @@ SKIP: dict[tuple[str, str], str] = {
         "relmerge store retract sqlite:///graph.db --document doc_17 [--document …] "
         "[--chunk c_9 …]",
     ): "a synopsis with optional parts in [ ], not a runnable command",
+    **{
+        (GRAPHITI, command): GRAPHITI_SERVER
+        for command in (
+            f"relmerge graphiti dedupe falkordb://127.0.0.1:6379 {GRAPHITI_OUT}",
+            "relmerge review support-chats-relmerge",
+            "relmerge graphiti undo falkordb://127.0.0.1:6379 support-chats-relmerge",
+        )
+    },
+    (
+        GRAPHITI,
+        "relmerge graphiti dedupe kuzu:///srv/graphiti/graph.kuzu "
+        f"{GRAPHITI_OUT} --graph-embedding-base-url http://127.0.0.1:8001/v1 "
+        "--graph-embedding-model bge-m3 --graph-embedding-api-key-env EMBEDDINGS_KEY",
+    ): "needs a Graphiti graph in Kuzu and its embeddings server; "
+    "tests/integrations/graphiti/test_commands.py runs this command on one",
     (
         "docs/guides/writing-a-provider.md",
         "relmerge run relations.jsonl -o out/ --llm acme --llm-model acme-2 --embedding acme",

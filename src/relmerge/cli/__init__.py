@@ -11,6 +11,7 @@ import click
 from relmerge.cli.convert import export_command, import_command
 from relmerge.cli.demo import demo_command
 from relmerge.cli.eval import eval_command
+from relmerge.cli.graphiti import graphiti_group
 from relmerge.cli.judge import judge_command
 from relmerge.cli.lightrag import lightrag_group
 from relmerge.cli.merge_into import merge_into_command
@@ -79,5 +80,6 @@ main.add_command(store_group)
 main.add_command(merge_into_command)
 main.add_command(reconcile_command)
 main.add_command(lightrag_group)
+main.add_command(graphiti_group)
 
 __all__ = ["main"]

@@ -40,6 +40,9 @@ PHASES: dict[str, tuple[str, str]] = {  # phase -> (label, unit)
     # relmerge lightrag dedupe / undo
     "write_edges": ("writing LightRAG edges", "edges"),
     "undo_edges": ("restoring LightRAG edges", "edges"),
+    # relmerge graphiti dedupe / undo
+    "write_graphiti_edges": ("writing Graphiti edges", "changes"),
+    "undo_graphiti_edges": ("restoring Graphiti edges", "changes"),
 }
 _RATE_UNITS = {"embed": "texts/s"}
 

@@ -35,6 +35,7 @@ _TEMPLATES = {
     "reconcile": ("reconcile", "URL"),
     "demo": ("demo",),
     "lightrag": ("lightrag", "dedupe", "WORKING_DIR"),
+    "graphiti": ("graphiti", "dedupe", "URL"),
 }
 # ``click.Context.meta`` key of the arguments after ``relmerge``, as typed (``relmerge.cli``
 # puts them there, ``relmerge run`` records them).
