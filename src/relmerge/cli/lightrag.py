@@ -22,7 +22,7 @@ from rich.console import Console
 
 from relmerge.cli.apply_step import plural
 from relmerge.cli.interrupt import Interrupted, exit_interrupted, run_interruptible
-from relmerge.cli.options import model_options, resolve_options
+from relmerge.cli.options import pass_options, resolve_options
 from relmerge.cli.progress_view import progress_view
 from relmerge.cli.run import say_what_is_left
 from relmerge.config import DeduplicateRelationsConfig, EmbeddingSettings, LLMSettings
@@ -89,33 +89,7 @@ def lightrag_group() -> None:
     help="Wait this long for named documents LightRAG is still processing; those not "
     "processed by then are left out and listed [0].",
 )
-@model_options
-@click.option(
-    "--semantic/--no-semantic", default=None, help="Run the semantic merge stage [default: on]."
-)
-@click.option("--concurrency", type=int, help="LLM requests in flight at once [8].")
-@click.option(
-    "--max-llm-requests",
-    type=click.IntRange(min=0),
-    help="Stop asking the LLM after this many requests; the rest is decided by the rules "
-    "and the unsure policy, and recorded as issues.",
-)
-@click.option(
-    "--canaries",
-    type=click.FloatRange(0.0, 1.0),
-    metavar="SHARE",
-    help="Canary questions, as a share of the LLM's questions (as `relmerge run`); a model "
-    "the test on their answers stops stops merging and the command exits 3 [0.05].",
-)
-@click.option(
-    "--cache/--no-cache",
-    default=True,
-    help="Keep the LLM's answers and the vectors in OUT/.relmerge/cache.sqlite, reused by "
-    "the next pass into OUT [on].",
-)
-@click.option(
-    "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
-)
+@pass_options
 @click.option(
     "--redecide",
     is_flag=True,

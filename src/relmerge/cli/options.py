@@ -343,3 +343,42 @@ def resolve_settings(
         cast(LLMSettings, built["llm"]),
         cast(EmbeddingSettings, built["embedding"]),
     )
+
+
+# The options of a pass over a framework's graph (`relmerge lightrag|graphiti dedupe`), after
+# the model options: the run's own, as `relmerge run` names them.
+_PASS_OPTIONS: list[Callable[[F], F]] = [
+    click.option(
+        "--semantic/--no-semantic", default=None, help="Run the semantic merge stage [default: on]."
+    ),
+    click.option("--concurrency", type=int, help="LLM requests in flight at once [8]."),
+    click.option(
+        "--max-llm-requests",
+        type=click.IntRange(min=0),
+        help="Stop asking the LLM after this many requests; the rest is decided by the rules "
+        "and the unsure policy, and recorded as issues.",
+    ),
+    click.option(
+        "--canaries",
+        type=click.FloatRange(0.0, 1.0),
+        metavar="SHARE",
+        help="Canary questions, as a share of the LLM's questions (as `relmerge run`); a model "
+        "the test on their answers stops stops merging and the command exits 3 [0.05].",
+    ),
+    click.option(
+        "--cache/--no-cache",
+        default=True,
+        help="Keep the LLM's answers and the vectors in OUT/.relmerge/cache.sqlite, reused by "
+        "the next pass into OUT [on].",
+    ),
+    click.option(
+        "--overwrite", is_flag=True, help="Replace a run in OUT made with other inputs or settings."
+    ),
+]
+
+
+def pass_options(function: F) -> F:
+    """Add the model options and the run options of a framework pass to a command."""
+    for option in reversed(_PASS_OPTIONS):
+        function = option(function)
+    return model_options(function)
