@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -167,8 +168,7 @@ def dedupe_command(
     typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
     command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
     console = Console(stderr=True, quiet=quiet)
-    job = _Dedupe(url, group_id, out, graph_embedding, expire)
-    job.overwrite = overwrite
+    job = _Dedupe(url, group_id, out, graph_embedding, expire, overwrite)
     try:
         done, embedded = run_interruptible(
             job.run(config, settings, embedding_settings, cache, command, console)
@@ -214,18 +214,16 @@ def _say_pass(done: Any, url: str, out: Path) -> None:
         )
 
 
+@dataclass(frozen=True)
 class _Dedupe:
     """Where a pass reads and writes (from the command line)."""
 
-    def __init__(
-        self, url: str, group_id: str, out: Path, embedding: GraphEmbedding, expire: bool
-    ) -> None:
-        self.url = url
-        self.group_id = group_id
-        self.out = out
-        self.embedding = embedding
-        self.expire = expire
-        self.overwrite = False
+    url: str
+    group_id: str
+    out: Path
+    embedding: GraphEmbedding
+    expire: bool
+    overwrite: bool
 
     async def run(
         self,

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +147,9 @@ def dedupe_command(
     typed = click.get_current_context().meta.get(rerun.ARGV_META)  # for `relmerge review`
     command = rerun.record(typed, os.getcwd()) if isinstance(typed, list) else None
     console = Console(stderr=True, quiet=quiet)
-    job = _Dedupe(working_dir, storage_config, out, list(documents), track_id, wait_seconds)
-    job.redecide = redecide
+    job = _Dedupe(
+        working_dir, storage_config, out, list(documents), track_id, wait_seconds, redecide
+    )
     try:
         done, embedded = run_interruptible(
             job.run(config, settings, embedding_settings, cache, overwrite, command, console)
@@ -196,25 +198,17 @@ def quiet_lightrag() -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
+@dataclass(frozen=True)
 class _Dedupe:
-    """Where a pass reads and writes (from the command line)."""
+    """Where a pass reads and writes, and what it reads (from the command line)."""
 
-    def __init__(
-        self,
-        working_dir: Path,
-        storage_config: Path | None,
-        out: Path,
-        documents: list[str],
-        track_id: str | None,
-        wait_seconds: float,
-    ) -> None:
-        self.working_dir = working_dir
-        self.storage_config = storage_config
-        self.out = out
-        self.documents = documents
-        self.track_id = track_id
-        self.wait_seconds = wait_seconds
-        self.redecide = False
+    working_dir: Path
+    storage_config: Path | None
+    out: Path
+    documents: list[str]
+    track_id: str | None
+    wait_seconds: float
+    redecide: bool
 
     async def run(
         self,

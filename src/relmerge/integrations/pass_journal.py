@@ -117,6 +117,14 @@ class JournalFolder(Generic[C]):
         if base.is_dir():
             yield from (self._read(path) for path in sorted(base.glob("*.json"), reverse=True))
 
+    def to_undo(self, out: Path) -> list[Journal[C]]:
+        """The passes into OUT not undone yet, the newest first (an error when OUT holds
+        no pass at all)."""
+        entries = list(self.every_pass(out))
+        if not entries:
+            raise InputError(f"{out} holds no {self.title} pass to undo (no {self.name}/{JOURNAL})")
+        return [entry for entry in entries if entry.state != UNDONE]
+
     def start(self, out: Path, changes: Sequence[C], info: dict[str, Any]) -> Journal[C]:
         """Keep the previous pass (finished: applied, or undone) under ``passes/`` and
         journal a new one."""

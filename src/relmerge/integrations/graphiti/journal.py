@@ -52,8 +52,9 @@ folder = JOURNALS.folder
 current = JOURNALS.current
 every_pass = JOURNALS.every_pass
 start = JOURNALS.start
+to_undo = JOURNALS.to_undo
 
 __all__ = [
     "APPLIED", "APPLYING", "EDGE", "EPISODE", "FOLDER", "JOURNAL", "UNDOING", "UNDONE",
-    "Change", "Journal", "current", "every_pass", "folder", "start",
+    "Change", "Journal", "current", "every_pass", "folder", "start", "to_undo",
 ]  # fmt: skip

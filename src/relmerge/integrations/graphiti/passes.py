@@ -441,14 +441,7 @@ async def undo(
     out = Path(output)
     progress = as_progress(progress)
     result = UndoResult()
-    entries = list(journal.every_pass(out))
-    if not entries:
-        raise InputError(
-            f"{out} holds no Graphiti pass to undo (no {journal.FOLDER}/{journal.JOURNAL})"
-        )
-    for entry in entries:
-        if entry.state == journal.UNDONE:
-            continue
+    for entry in journal.to_undo(out):
         if embedder is not None:
             await _embed_missing(entry, embedder)
         if entry.state != journal.UNDOING:

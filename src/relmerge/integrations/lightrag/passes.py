@@ -321,14 +321,7 @@ async def undo(
     out = Path(output)
     progress = as_progress(progress)
     result = UndoResult()
-    entries = list(journal.every_pass(out))
-    if not entries:
-        raise InputError(
-            f"{out} holds no LightRAG pass to undo (no {journal.FOLDER}/{journal.JOURNAL})"
-        )
-    for entry in entries:
-        if entry.state == journal.UNDONE:
-            continue
+    for entry in journal.to_undo(out):
         if entry.state != journal.UNDOING:
             entry.save(journal.UNDOING)
         await _apply(rag, entry, forward=False, embed=reembed, result=result, progress=progress)
