@@ -1,6 +1,6 @@
 """Choose every automatic band on data, and measure it where it was not chosen.
 
-    python bench/calibrate.py [--dev ../shared/data/dev] [--json FILE]
+    python bench/calibrate.py [--dev ../shared/data/dev] [--json FILE] [--two-stage]
 
 The procedure that sets the shipped defaults of the automatic bands (``auto_merge_cosine``,
 ``auto_keep_cosine`` for pairs whose names are evidence; ``auto_merge_description_cosine``,
@@ -516,7 +516,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             for judge in (False, True):
                 real_rows.append(await pipeline_row(data, shipped, judge, embedder))
     show_rows("Real graphs (labelled census, doubtful pairs out), shipped thresholds", real_rows)
+    two_stage = await two_stage_rows(by_name, report, shipped, embedder) if args.two_stage else []
     return {
+        "two_stage": two_stage,
         "bands": report,
         "fixed_bands": fixed,
         "shipped": shipped,
@@ -528,9 +530,45 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+async def two_stage_rows(
+    by_name: dict[str, Labelled],
+    report: dict[str, Any],
+    shipped: dict[str, Any],
+    embedder: EmbeddingModel,
+) -> list[dict[str, Any]]:
+    """The pipeline rows again with the full model for every text (``two_stage_embedding =
+    false``: the pipeline before the first stage) beside the default: the same figures?"""
+    print("\nThe same rows, the full model for every text / the default (two stages)")
+    rows = []
+    for name, data in by_name.items():
+        held = name.removeprefix("dev:")
+        settings = (
+            fold_settings(report, f"dev, held out {held}") if name.startswith("dev:") else shipped
+        )
+        for judge in (False, True):
+            old, new = [
+                await pipeline_row(data, settings | {"two_stage_embedding": two}, judge, embedder)
+                for two in (False, True)
+            ]
+            keys = ("precision", "recall", "llm_requests", "wrong_merges", "hard_negative_merges")
+            same = all(old[k] == new[k] for k in keys)
+            rows.append({"set": name, "llm": old["llm"], "full_model": old, "two_stage": new})
+            print(
+                f"  {name:<36}{old['llm']:<11}P {old['precision']:.3f} / {new['precision']:.3f}"
+                f"  R {old['recall']:.3f} / {new['recall']:.3f}  requests "
+                f"{old['llm_requests']} / {new['llm_requests']}  same: {same}"
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dev", type=Path, default=DEV)
+    parser.add_argument(
+        "--two-stage",
+        action="store_true",
+        help="also run every pipeline row with the full model for every text, beside the default",
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     args = parser.parse_args()
     figures = asyncio.run(main_async(args))

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -140,6 +141,13 @@ def main() -> None:
         type=int,
         help="passed to relmerge run (0: one process; default: the run chooses)",
     )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run twice on the same batch: the full model for every text "
+        "(two_stage_embedding = false, the pipeline before the first stage), then the "
+        "default; checks the two id mappings are the same",
+    )
     args = parser.parse_args()
     target_seconds, target_mib = TARGETS[args.shape]
 
@@ -154,25 +162,51 @@ def main() -> None:
             for record in records:
                 handle.write(orjson.dumps(record) + b"\n")
         del records, gold
-        out = Path(tmp) / "out"
-        command = [sys.executable, "-m", "relmerge", "run", str(path), "--output", str(out)]
-        command += ["--llm", "none", "--no-cache", "--embedding", args.embedding, "-q"]
-        if args.workers is not None:
-            command += ["--workers", str(args.workers)]
-        started = time.perf_counter()
-        child = subprocess.Popen(command)
-        peak_mib = _watch_tree_rss(child)
-        if child.returncode != 0:
-            raise SystemExit(f"relmerge run failed with exit code {child.returncode}")
-        wall = time.perf_counter() - started
-        # The run's processes (its embedding helper included: the run reaps it at the end).
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        # ru_maxrss of the biggest process: a check on the sampled figure of the whole tree.
-        peak_mib = max(peak_mib, usage.ru_maxrss / 1024)
-        result = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
-        # Printed before the temporary folder goes: removing a million files takes minutes
-        # on some disks.
-        _report(args, shape, result, wall, peak_mib, usage, target_seconds, target_mib)
+        mappings = []
+        for full_model in [True, False] if args.compare else [False]:
+            out = Path(tmp) / ("out-full" if full_model else "out")
+            print("the full model for every text" if full_model else "the default", flush=True)
+            mappings.append(
+                _run(args, Path(tmp), path, out, full_model, target_seconds, target_mib)
+            )
+            shutil.rmtree(out, ignore_errors=True)
+        if args.compare:
+            print(f"the same id mapping: {mappings[0] == mappings[1]}", flush=True)
+
+
+def _run(
+    args: argparse.Namespace,
+    tmp: Path,
+    path: Path,
+    out: Path,
+    full_model: bool,
+    target_seconds: int,
+    target_mib: int,
+) -> bytes:
+    """One ``relmerge run`` in a child process, reported; its id mapping's bytes."""
+    command = [sys.executable, "-m", "relmerge", "run", str(path), "--output", str(out)]
+    command += ["--llm", "none", "--no-cache", "--embedding", args.embedding, "-q"]
+    if args.workers is not None:
+        command += ["--workers", str(args.workers)]
+    if full_model:
+        config = tmp / "full-model.toml"
+        config.write_text("two_stage_embedding = false\n")
+        command += ["--config", str(config)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    child = subprocess.Popen(command)
+    peak_mib = _watch_tree_rss(child)
+    if child.returncode != 0:
+        raise SystemExit(f"relmerge run failed with exit code {child.returncode}")
+    wall = time.perf_counter() - started
+    # The run's processes (its embedding helper included: the run reaps it at the end).
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, kernel = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    # ru_maxrss of the biggest process: a check on the sampled figure of the whole tree.
+    peak_mib = max(peak_mib, after.ru_maxrss / 1024 if not args.compare else 0)
+    result = orjson.loads((out / "deduplicate_relations_result.json").read_bytes())
+    _report(args, {}, result, wall, peak_mib, (user, kernel), target_seconds, target_mib)
+    return (out / "relation_id_mapping.json").read_bytes()
 
 
 def _report(
@@ -181,7 +215,7 @@ def _report(
     result: dict[str, Any],
     wall: float,
     peak_mib: float,
-    usage: resource.struct_rusage,
+    usage: tuple[float, float],
     target_seconds: int,
     target_mib: int,
 ) -> None:
@@ -203,22 +237,22 @@ def _report(
         f"{wall:.1f} s end to end (target {target_seconds} s), "
         f"peak RSS {peak_mib:,.0f} MiB (target {target_mib:,} MiB), "
         f"{args.size / wall:,.0f} relations/s; CPU of the run's processes: "
-        f"{usage.ru_utime:.0f} s user, {usage.ru_stime:.0f} s kernel"
+        f"{usage[0]:.0f} s user, {usage[1]:.0f} s kernel"
     )
     print(
         json.dumps(
             {
-                "structure": shape,
                 "seconds": seconds,
                 "wall_seconds": round(wall, 1),
                 "peak_rss_mib": round(peak_mib),
-                "cpu_user_s": round(usage.ru_utime, 1),
-                "cpu_kernel_s": round(usage.ru_stime, 1),
+                "cpu_user_s": round(usage[0], 1),
+                "cpu_kernel_s": round(usage[1], 1),
                 "output_relations": result["output_relation_count"],
                 "chunks": result["chunk_count"],
                 "embedding": args.embedding,
                 "shape": args.shape,
                 "texts_embedded": result["engine"]["texts_embedded"],
+                "texts_embedded_by": result["engine"].get("texts_embedded_by", {}),
                 "workers": engine["workers"],
                 "worker_cpu_s": engine["worker_cpu_s"],
                 "cpu_per_stage": cpu,

@@ -192,6 +192,22 @@ class DeduplicateRelationsConfig(Settings):
         description="Description cosine below which (with a low fuzzy ratio) a pair whose "
         "names prove nothing stays apart with no LLM; -1: off.",
     )
+    two_stage_embedding: bool = Field(
+        True,
+        description="With an embedder that has a cheap first stage (the default one), embed "
+        "with the full model only the relations whose verdicts read a cosine (and those the "
+        "cross-block report compares); the first stage serves the rest. False: the full "
+        "model for every relation.",
+    )
+    first_stage_merge_cosine: float | None = Field(
+        0.7,
+        ge=-1,
+        le=1,
+        description="With the two-stage embedding: the first-stage cosine at or above which "
+        "every pair of a block that auto_merge_cosine reads merges on first-stage vectors, "
+        'without the full model (never below auto_merge_cosine); None or "off": the full '
+        "model for every such pair. The default is chosen by bench/first_stage.py, held out.",
+    )
     generic_name_share: float = Field(
         0.2,
         gt=0,

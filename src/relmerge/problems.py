@@ -24,7 +24,7 @@ from relmerge.registry import CHOICE_ERROR, ProviderChoice
 Problem = tuple[str, str]  # (key path, "" for the settings as a whole; what is wrong)
 
 # Bands that a TOML file (which has no null) turns off with the string "off" (or "none").
-OFF_FIELDS = ("auto_merge_cosine", "auto_merge_description_cosine")
+OFF_FIELDS = ("auto_merge_cosine", "auto_merge_description_cosine", "first_stage_merge_cosine")
 OFF_WORDS = ("off", "none")
 _TYPE_ERRORS = ("_type", "_parsing", "int_from_float")
 _RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict
+from typing import Any
 
 from rich.table import Table
 
@@ -77,6 +78,7 @@ def summary_table(result: RunResult, out: str) -> Table:
                 f"({engine['driver_cpu_share']:.0%})",
             )
         )
+        rows.extend(embedded_rows(engine))
     for label, value in rows:
         table.add_row(label, str(value))
     codes = Counter(issue.code for issue in result.issues)
@@ -89,6 +91,21 @@ def summary_table(result: RunResult, out: str) -> Table:
         table.caption = "\n".join(explained)
         table.caption_justify = "left"
     return table
+
+
+def embedded_rows(engine: dict[str, Any]) -> list[tuple[str, object]]:
+    """How many distinct texts were embedded, by which pass and why."""
+    by = engine.get("texts_embedded_by") or {}
+    if not engine.get("texts_embedded"):
+        return []
+    full = by.get("full_model_for_rules", 0) + by.get("full_model_for_report", 0)
+    return [
+        (
+            "texts embedded: full model (rules / report) / first stage",
+            f"{full} ({by.get('full_model_for_rules', 0)} / "
+            f"{by.get('full_model_for_report', 0)}) / {by.get('first_stage', 0)}",
+        )
+    ]
 
 
 def canary_rows(result: RunResult) -> list[tuple[str, object]]:

@@ -16,7 +16,7 @@ from relmerge.config import DeduplicateRelationsConfig
 from relmerge.decide.block import BlockDecider, BlockResult
 from relmerge.decide.features import RelationFeatures
 from relmerge.decide.pack import Packer, Ticket
-from relmerge.decide.scores import BlockScores, Vectors
+from relmerge.decide.scores import BlockFuzzy, BlockScores, Vectors
 from relmerge.decide.tiers import Orientation, PairDecision, decide_pair
 from relmerge.model import EntityContext, ExtractedRelation
 from relmerge.units import Unit
@@ -40,6 +40,7 @@ def score_pairs(
     config: DeduplicateRelationsConfig,
     known: frozenset[tuple[int, int]] = frozenset(),
     lines: Mapping[int, Sequence[int]] | None = None,
+    fuzzy: BlockFuzzy | None = None,
 ) -> list[PairDecision]:
     """The tier verdict of each pair (a < b) of ``relations`` (rows of the vectors): the
     one place where a pair is scored, for a block of a batch and for the judge alike.
@@ -47,8 +48,9 @@ def score_pairs(
     ``lines`` (a merge into a store): for a stored relation whose description was joined
     from several lines, the rows (after the relations' own) of those lines as relations
     of their own. A pair with one is scored against the whole and against each line, as
-    one run scores a record against each member (see :func:`best_line`)."""
-    scores = BlockScores(features, descriptions, names)
+    one run scores a record against each member (see :func:`best_line`). ``fuzzy``: the
+    rows' fuzzy ratios, when they were computed already."""
+    scores = BlockScores(features, descriptions, names, fuzzy)
 
     def one(a: int, b: int, ra: int, rb: int) -> PairDecision:
         return decide_pair(
@@ -99,6 +101,7 @@ class BlockJob:
     known: frozenset[tuple[int, int]]
     entities: tuple[EntityContext, EntityContext]
     lines: dict[int, list[int]] = field(default_factory=dict)
+    fuzzy: BlockFuzzy | None = None  # computed already (the two-stage embedding's check)
 
     @property
     def symmetric(self) -> list[bool]:
@@ -120,6 +123,7 @@ def score_block(job: BlockJob, config: DeduplicateRelationsConfig) -> list[PairD
         config,
         job.known,
         job.lines,
+        job.fuzzy,
     )
 
 

@@ -55,14 +55,12 @@ class PairScores:
         }
 
 
-class BlockScores:
-    """Every score a block's pairs may need, computed in matrices (fuzzy ratios only for
-    the modes some pair of the block uses)."""
+class BlockFuzzy:
+    """A block's pair modes and fuzzy ratios (only for the modes some pair uses): the
+    part of its scores that needs no vector, so it can be computed once, before the
+    vectors (see ``relmerge.stages.semantic.two_stage``), and used again with them."""
 
-    def __init__(
-        self, features: list[RelationFeatures], descriptions: Vectors, names: Vectors
-    ) -> None:
-        self.features = features
+    def __init__(self, features: list[RelationFeatures]) -> None:
         size = len(features)
         self.modes = {
             (a, b): pair_mode(features[a], features[b])
@@ -70,17 +68,39 @@ class BlockScores:
             for b in range(a + 1, size)
         }
         used = set(self.modes.values())
-        self._fuzzy: dict[Mode, npt.NDArray[np.float32]] = {}
+        self.ratios: dict[Mode, npt.NDArray[np.float32]] = {}
         if "full" in used:
             texts = [f.text for f in features]
-            self._fuzzy["full"] = process.cdist(
+            self.ratios["full"] = process.cdist(
                 texts, texts, scorer=fuzz.ratio, dtype=np.float32, workers=1
             )
         if "description" in used:
             texts = [f.description_text for f in features]
-            self._fuzzy["description"] = process.cdist(
+            self.ratios["description"] = process.cdist(
                 texts, texts, scorer=fuzz.ratio, dtype=np.float32, workers=1
             )
+
+    def mode(self, a: int, b: int) -> Mode:
+        return self.modes[(a, b) if a < b else (b, a)]
+
+    def ratio(self, a: int, b: int) -> float:
+        return float(self.ratios[self.mode(a, b)][a, b])
+
+
+class BlockScores:
+    """Every score a block's pairs may need, computed in matrices; ``fuzzy``: the block's
+    fuzzy ratios when they were computed already (:class:`BlockFuzzy` of ``features``)."""
+
+    def __init__(
+        self,
+        features: list[RelationFeatures],
+        descriptions: Vectors,
+        names: Vectors,
+        fuzzy: BlockFuzzy | None = None,
+    ) -> None:
+        self.features = features
+        self.fuzzy = fuzzy if fuzzy is not None else BlockFuzzy(features)
+        self.modes = self.fuzzy.modes
         relations = relation_vectors(descriptions, names)
         self._cosine: dict[Mode, Vectors] = {
             "full": relations @ relations.T,
@@ -89,10 +109,10 @@ class BlockScores:
         self._names = names @ names.T
 
     def pair(self, a: int, b: int) -> PairScores:
-        mode = self.modes[(a, b) if a < b else (b, a)]
+        mode = self.fuzzy.mode(a, b)
         return PairScores(
             mode,
-            float(self._fuzzy[mode][a, b]),
+            self.fuzzy.ratio(a, b),
             float(self._cosine[mode][a, b]),
             float(self._names[a, b]),
         )

@@ -37,10 +37,13 @@ class EngineFigures:
         self.wall: dict[str, float] = {}  # wall seconds per stage of in-process chunk work
         self.chunks = 0
         self.texts_embedded = 0
+        self.embedded_by: dict[str, int] = {}
 
     def add(self, result: ChunkResult) -> None:
         self.chunks += 1
         self.texts_embedded += result.texts_embedded
+        for reason, count in result.embedded_by.items():
+            self.embedded_by[reason] = self.embedded_by.get(reason, 0) + count
         if result.node:
             self.nodes.add(result.node)
         if self.local:  # the driver's own meter already counted the CPU
@@ -75,5 +78,6 @@ class EngineFigures:
             "driver_cpu_share": round(driver / total, 4) if total > 0 else 1.0,
             "wall_s": round(wall_s, 3),
             "texts_embedded": self.texts_embedded,
+            "texts_embedded_by": dict(sorted(self.embedded_by.items())),
             "stages": stages,
         }

@@ -1,12 +1,15 @@
-"""``--engine ray``: chunks worked by Ray tasks; the driver streams, serves and writes.
+"""``--engine ray``: chunks worked by Ray tasks; the driver streams, serves and keeps the books.
 
 Each chunk of whole blocks goes to a task that runs all of its work
-(``relmerge.stages.chunk.work_chunk``: exact stage, embedding, scores, decisions) and returns
-only what the driver writes. The driver reads the input, plans the chunks, keeps at most
-``window`` of them in flight (a few per cluster CPU, so a large input never sits in Ray's
-object store at once), writes the results in plan order (the outputs of a local run),
-and serves two actors: the LLM gateway (every request through the run's model: one
-concurrency limit, budget, cache and count, see ``gateway``) and the embedding desk.
+(``relmerge.stages.chunk.work_chunk``: exact stage, embedding, scores, decisions) and
+writes its relation files into the run's output directory where it sees that directory
+(``outputs``: the same bytes, keys and final ids as the driver's; a chunk the canaries
+may have worked again, or a run into any other store, is written by the driver). The
+driver reads the input, plans the chunks, keeps at most ``window`` of them in flight (a
+few per cluster CPU, so a large input never sits in Ray's object store at once), takes
+the results in plan order (the id mapping, logs and counts of a local run), and serves
+two actors: the LLM gateway (every request through the run's model: one concurrency
+limit, budget, cache and count, see ``gateway``) and the embedding desk.
 
 The desk answers a worker's "which of these vectors does your cache hold" (a worker
 never opens the driver's SQLite file; the vectors it computes come back with its result
@@ -34,6 +37,7 @@ from relmerge.engines.gateway import (
     landed,
     raise_failure,
 )
+from relmerge.engines.outputs import SharedOutputs, encode_logs, shared_outputs
 from relmerge.engines.workers import (
     DeskModel,
     WorkerSetup,
@@ -41,7 +45,7 @@ from relmerge.engines.workers import (
     worker_base,
     worker_setup,
 )
-from relmerge.errors import ConfigError
+from relmerge.errors import ConfigError, StoreError
 from relmerge.providers.cached import persistent_layer
 from relmerge.providers.embedding import Recipe, Vectors
 from relmerge.stages.chunk import ChunkResult, ChunkTask, RecordedProgress
@@ -58,19 +62,47 @@ def import_ray() -> ModuleType:
 
 
 def _work_on_worker(
-    setup: WorkerSetup, task: ChunkTask, gateway: Any, desk: Any
+    setup: WorkerSetup, task: ChunkTask, gateway: Any, desk: Any, outputs: SharedOutputs | None
 ) -> tuple[Outcome, ChunkResult | None]:
-    """A Ray task: one chunk (see ``workers.work_on_worker``), and the node it ran on."""
+    """A Ray task: one chunk (see ``workers.work_on_worker``), and the node it ran on; its
+    relation files written here where the run's ``outputs`` can be (see ``_write_here``)."""
     import ray
 
     llm = RayDoor(gateway) if gateway is not None else None
     door = RayDoor(desk) if desk is not None else None
     progress = RecordedProgress()
-    outcome, result = asyncio.run(work_on_worker(task, setup, llm, door, progress))
+
+    async def work() -> tuple[Outcome, ChunkResult | None]:
+        outcome, result = await work_on_worker(task, setup, llm, door, progress)
+        if result is not None and outputs is not None and _write_here(setup, result, outputs):
+            meter = CpuMeter()
+            try:
+                with meter.stage("write"):
+                    ids = _ids(task)
+                    result.outputs = await outputs.write(result.outputs, lambda: ids)
+                    encode_logs(result, ids)  # its logs' lines final too: bytes to the driver
+            except StoreError as error:  # as the driver's writing would have failed
+                return ("store", str(error)), None
+            result.cpu["write"] = round(result.cpu.get("write", 0.0) + meter.total(), 4)
+        return outcome, result
+
+    outcome, result = asyncio.run(work())
     if result is not None:
         result.progress = progress
         result.node = ray.get_runtime_context().get_node_id()
     return outcome, result
+
+
+def _write_here(setup: WorkerSetup, result: ChunkResult, outputs: SharedOutputs) -> bool:
+    """Whether a worker writes its chunk's files: where it sees the run's output directory,
+    and unless the chunk may be worked again without the model (it asked questions while
+    the canaries judge the model: ``run.canaries``), whose result replaces this one."""
+    judged = setup.llm_available and setup.settings.config.canaries > 0
+    return not (judged and result.llm_questions > 0) and outputs.reachable()
+
+
+def _ids(task: ChunkTask) -> dict[int, str]:
+    return {index: relation.relation_id for index, relation in task.originals().items()}
 
 
 def _embed_on_worker(recipe: Recipe, texts: list[str]) -> tuple[Vectors, float]:
@@ -166,13 +198,15 @@ class RayEngine:
             _work_on_worker
         )
         shared = ray.put(setup)
+        with run.meter.stage("write"):  # where the workers write the relation files
+            outputs = ray.put(shared_outputs(run.progress))
         in_flight: deque[Any] = deque()
         try:
             while True:
                 with run.meter.stage("submit"):  # read from the spool, sent to the store
                     task = next(tasks, None)
                     if task is not None:
-                        in_flight.append(work.remote(shared, task, gateway, desk))
+                        in_flight.append(work.remote(shared, task, gateway, desk, outputs))
                 if task is None:
                     break
                 if len(in_flight) < window:
@@ -197,6 +231,8 @@ class RayEngine:
         await asyncio.wait([landing])
         with run.meter.stage("collect"):  # the result unpickled here
             outcome, landed_result = landing.result()
+        if outcome[0] == "store":
+            raise StoreError(outcome[1])
         raise_failure(outcome)
         result: ChunkResult = landed_result
         return collect(result, run)

@@ -26,7 +26,7 @@ from relmerge.engines.gateway import Door, GatewayModel, Outcome, provider_failu
 from relmerge.errors import ProviderError
 from relmerge.progress import Progress
 from relmerge.providers.cached import PersistentEmbedder, persistent_layer
-from relmerge.providers.embedding import EmbeddingModel, Recipe, Vectors
+from relmerge.providers.embedding import EmbeddingModel, Recipe, Vectors, first_stage_of
 from relmerge.providers.stack import build_model_stack
 from relmerge.stages.chunk import ChunkResult, ChunkSettings, ChunkTask, work_chunk
 
@@ -107,6 +107,10 @@ class WorkerEmbedder:
         self.desk = desk
         self.name = name
         self.new: list[tuple[str, bytes]] = []
+
+    def first_stage(self) -> EmbeddingModel | None:
+        """The worker's own embedder's cheap first stage (never cached: it is cheap)."""
+        return first_stage_of(self.base) if self.base is not None else None
 
     async def _ask(self, kind: str, texts: list[str]) -> Any:
         if self.desk is None:

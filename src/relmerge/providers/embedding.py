@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from relmerge.normalize import normalize_key_text
+from relmerge.wrapping import layers
 
 Vectors = npt.NDArray[np.float32]
 
@@ -58,6 +59,29 @@ class Rebuildable(Protocol):
     themselves. Any other embedder embeds for them in the driver."""
 
     def worker_recipe(self) -> Recipe: ...
+
+
+@runtime_checkable
+class TwoStage(Protocol):
+    """An embedder with a cheap first stage: vectors good enough where they cannot change
+    a decision (the semantic stage asks the full model only where a rule reads a cosine;
+    ``relmerge.stages.semantic.two_stage``)."""
+
+    def first_stage(self) -> EmbeddingModel | None: ...
+
+
+def has_first_stage(embedder: object) -> bool:
+    """Whether the provider under ``embedder``'s wrappers has a first stage (nothing is
+    loaded to find out)."""
+    return any(isinstance(layer, TwoStage) for layer in layers(embedder))
+
+
+def first_stage_of(embedder: object) -> EmbeddingModel | None:
+    """The first stage of the provider under ``embedder``'s wrappers, if it has one."""
+    for layer in layers(embedder):
+        if isinstance(layer, TwoStage):
+            return layer.first_stage()
+    return None
 
 
 _ON_EMBEDDED: ContextVar[Callable[[int], None] | None] = ContextVar(

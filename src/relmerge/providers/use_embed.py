@@ -33,6 +33,7 @@ from relmerge.providers.embedding import (
     l2_normalise,
     report_embedded,
 )
+from relmerge.providers.use_static import UseFirstStage
 from relmerge.providers.use_tokenizer import CompiledTokenizer, compiled_tokenizer
 
 _BATCH = 256
@@ -260,6 +261,7 @@ class UseEmbedder:
     def __init__(self, threads: int = 1, processes: int | None = None) -> None:
         self.threads = threads
         self._model: Any = None
+        self._first: UseFirstStage | None = None
         if processes is None:
             processes = min(2, os.cpu_count() or 1)
         self._helper = _Helper() if processes > 1 else None
@@ -278,6 +280,13 @@ class UseEmbedder:
             version = "unknown"
         tokenizer = "sentencepiece" if isinstance(self._load()._sp, CompiledTokenizer) else "port"
         return f"{self.name}:{version}:{tokenizer}"
+
+    def first_stage(self) -> UseFirstStage:
+        """The model with each token seen alone (:mod:`.use_static`): tens of times
+        cheaper, for the vectors that cannot change a decision."""
+        if self._first is None:
+            self._first = UseFirstStage(self._load(), self.threads)
+        return self._first
 
     def _load(self) -> Any:
         if self._model is None:

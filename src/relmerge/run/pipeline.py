@@ -35,7 +35,7 @@ from relmerge.model import EntityContext, StepIssue
 from relmerge.progress import Progress, as_progress, working_on
 from relmerge.providers.base import LanguageModel
 from relmerge.providers.cached import persistent_layer
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel, has_first_stage
 from relmerge.providers.gate import CanaryGateModel
 from relmerge.providers.stack import ModelStack, build_model_stack, without_recent_texts
 from relmerge.review.memory import AnswerMemory
@@ -201,7 +201,10 @@ async def _deduplicate(
         needs = None
         if settings.report:
             with run.clock.timed("embed"), run.meter.stage("plan"):
-                needs = await _report_needs(intake, config, EngineEmbedder(engine, chunk_run, ""))
+                split = config.two_stage_embedding and has_first_stage(embedder)
+                needs = await _report_needs(
+                    intake, config, EngineEmbedder(engine, chunk_run, ""), every=split
+                )
         rework = _rework(intake, chunks, needs, chunk_run, engine, run.pinned)
         desk = run.canaries = CanaryDesk(config, run.models.model, run.models.gate, rework)
         tasks = _tasks(intake, chunks, needs, lambda: desk.wanted, run.pinned)
@@ -252,15 +255,18 @@ def _tasks(
 
 
 async def _report_needs(
-    intake: Intake, config: DeduplicateRelationsConfig, embedder: EmbeddingModel
+    intake: Intake, config: DeduplicateRelationsConfig, embedder: EmbeddingModel, every: bool
 ) -> npt.NDArray[np.bool_]:
-    """By input index: whether the relation's unit needs a vector (see ``partners``)."""
+    """By input index: whether the relation's unit needs a vector for the report (see
+    ``partners``). ``every``: judge every relation by its partners, not only those alone
+    in their block (a two-stage embedding gives the others a first-stage vector only)."""
     ends, names = intake.endpoints()
+    alone = intake.singletons()
     marked = await report_candidates(
         ends,
         names,
         list(intake.name_numbers),
-        intake.singletons(),
+        np.ones_like(alone) if every else alone,
         config.entity_report_limit,
         embedder.embed,
     )

@@ -5,29 +5,51 @@ worked, re-hashes a merged id an input already carries (:func:`free_merged_ids`)
 keeps what the run returns (the relations' JSON parked on disk, their keys, the id
 mapping). :class:`RunLogs` gathers the decisions and clarifications chunk by chunk in
 temporary files and stores them, with the rejected records, at the end.
+
+An engine whose workers can reach the run's output directory (a :class:`LocalStore`
+they see as the driver does) has them write their chunks' relation files themselves
+(:meth:`OutputWriter.share`, :class:`SharedOutputs`): the same bytes under the same keys
+and final ids, the driver keeping only the bookkeeping (:class:`WrittenOutputs`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import uuid
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, overload
 
-import orjson
-
 from relmerge.config import DeduplicateRelationsConfig
-from relmerge.ids import merged_relation_id
+from relmerge.engines.outputs import (
+    EncodedLines,
+    Produced,
+    SharedOutputs,
+    WrittenOutputs,
+    final_decision_lines,
+    free_merged_ids,
+    offer_outputs,
+    parse_relation,
+)
 from relmerge.io.records import Rejected
 from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
 from relmerge.model import ExtractedRelation
 from relmerge.progress import Progress, working
 from relmerge.stores.base import ObjectStore
+from relmerge.stores.local import LocalStore
 
-# One output relation: the input indices it stands for, its id, its JSON.
-Produced = tuple[tuple[int, ...], str, bytes]
+__all__ = [
+    "OutputRelations",
+    "OutputWriter",
+    "RunLogs",
+    "Written",
+    "final_decision_lines",
+    "free_merged_ids",
+]
 
 
 class OutputRelations(Sequence[ExtractedRelation]):
@@ -48,8 +70,8 @@ class OutputRelations(Sequence[ExtractedRelation]):
 
     def __getitem__(self, index: int | slice) -> ExtractedRelation | list[ExtractedRelation]:
         if isinstance(index, slice):
-            return [_parse(data) for data in self._encoded[index]]
-        return _parse(self._encoded[index])
+            return [parse_relation(data) for data in self._encoded[index]]
+        return parse_relation(self._encoded[index])
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, OutputRelations):
@@ -59,31 +81,9 @@ class OutputRelations(Sequence[ExtractedRelation]):
     __hash__ = None  # type: ignore[assignment]
 
 
-def _parse(data: bytes) -> ExtractedRelation:
-    return ExtractedRelation.model_construct(**orjson.loads(data))
-
-
-def free_merged_ids(
-    outputs: Iterable[Produced], ids: Sequence[str], taken: set[str]
-) -> Iterator[Produced]:
-    """Give a merged relation another id when an input relation already has its id.
-
-    Merged ids are predictable (a hash of member ids and name), so an input can carry one;
-    the input relation keeps its id (it must, for idempotence) and the merged one is
-    re-hashed with a salt until free. ``outputs`` are (members, id, JSON) per output
-    relation; ``ids`` the input ids by input index; ``taken`` holds every valid input id.
-    Without such an input nothing changes.
-    """
-    for members, relation_id, data in outputs:
-        if len(members) > 1 and relation_id in taken:
-            relation = _parse(data)
-            member_ids = [ids[i] for i in members]
-            salt = 1
-            while (new_id := merged_relation_id(member_ids, relation.name, salt)) in taken:
-                salt += 1
-            relation = relation.model_copy(update={"relation_id": new_id})
-            relation_id, data = new_id, relation.to_json()
-        yield members, relation_id, data
+# The shape of every id ``merged_relation_id`` gives: only an input id of this shape can
+# be one a merge (or its salted re-hash) computes.
+_MERGED_SHAPE = re.compile(r"relation_[0-9a-f]{16}\Z")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,31 @@ class OutputWriter:
         self._encoded = ParkedBytes()  # the output relations' JSON, parked on disk
         self._output_of: list[str] = [""] * len(ids)  # input index -> output relation id
         self._writing: asyncio.Future[None] | None = None  # the files of the chunk before
+        self._marker: Path | None = None  # see ``share``
+        offer_outputs(self)  # an engine's workers may write the files (``share``)
+
+    def share(self) -> SharedOutputs | None:
+        """Where workers may write their chunks' relation files themselves: a local
+        directory (a :class:`LocalStore`), marked for them to recognise it; None for any
+        other store (the driver writes)."""
+        if not isinstance(self.store, LocalStore):
+            return None
+        root = self.store.root.resolve()
+        marker = root / f".relmerge-shared-{uuid.uuid4().hex}.tmp"  # never listed as a key
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            marker.touch(exist_ok=False)
+        except OSError:
+            return None
+        self._unmark()
+        self._marker = marker
+        taken = frozenset(filter(_MERGED_SHAPE.match, self._taken))
+        return SharedOutputs(str(root), self.prefix, marker.name, taken)
+
+    def _unmark(self) -> None:
+        if self._marker is not None:
+            self._marker.unlink(missing_ok=True)
+            self._marker = None
 
     async def written(self) -> None:
         """Wait for the files handed to the store so far (a write error is raised here)."""
@@ -124,17 +149,15 @@ class OutputWriter:
         """Write relations (members, id, JSON); the final output id of each member's id.
 
         The files go to the store while the next chunk is worked (writing is mostly the
-        disk's time, working a chunk the CPU's); one chunk's files at a time, in order."""
+        disk's time, working a chunk the CPU's); one chunk's files at a time, in order.
+        :class:`WrittenOutputs` a worker has written already: only their bookkeeping."""
+        if isinstance(produced, WrittenOutputs):
+            return self._written_by_worker(produced)
         files = []
         final_of: dict[str, str] = {}
         for members, relation_id, data in free_merged_ids(produced, self.ids, self._taken):
             files.append((relation_key(self.prefix, relation_id), data))
-            self._firsts.append(members[0])
-            self._keys.append(files[-1][0])
-            self._encoded.append(data)
-            for index in members:
-                self._output_of[index] = relation_id
-                final_of[self.ids[index]] = relation_id
+            self._keep(members, relation_id, files[-1][0], data, final_of)
         progress = self.progress
         progress.add_total("write", len(files))
         await self.written()
@@ -145,16 +168,44 @@ class OutputWriter:
         self._writing.add_done_callback(lambda _: working(progress, "write", False))
         return final_of
 
+    def _written_by_worker(self, produced: WrittenOutputs) -> dict[str, str]:
+        final_of: dict[str, str] = {}
+        for members, relation_id, data in produced:
+            if len(members) > 1 and relation_id in self._taken:  # its ids were freed there
+                raise AssertionError("a worker wrote a merged relation under an input's id")
+            self._keep(members, relation_id, relation_key(self.prefix, relation_id), data, final_of)
+        self.progress.add_total("write", len(produced))
+        self.progress.advance("write", len(produced))
+        return final_of
+
+    def _keep(
+        self,
+        members: tuple[int, ...],
+        relation_id: str,
+        key: str,
+        data: bytes,
+        final_of: dict[str, str],
+    ) -> None:
+        """One output relation's bookkeeping: its order, key, JSON and members' output."""
+        self._firsts.append(members[0])
+        self._keys.append(key)
+        self._encoded.append(data)
+        for index in members:
+            self._output_of[index] = relation_id
+            final_of[self.ids[index]] = relation_id
+
     def abandon(self) -> None:
         """The run failed: nothing waits for the files in flight (their thread ends on
         its own), and the parked relations are dropped."""
         if self._writing is not None:
             self._writing.cancel()
+        self._unmark()
         self._encoded.close()
 
     def finish(self) -> Written:
         """The relations in input order, their keys and the id mapping; checks that no two
         outputs share an id and that every input has an output (an internal bug else)."""
+        self._unmark()
         order = sorted(range(len(self._firsts)), key=self._firsts.__getitem__)  # input order
         keys = [self._keys[i] for i in order]
         relations = OutputRelations(self._encoded.ordered(array("q", order)))
@@ -165,16 +216,6 @@ class OutputWriter:
         if not all(self._output_of):
             raise AssertionError("an input relation has no output")  # a bug, never input
         return Written(relations, keys, dict(zip(self.ids, self._output_of, strict=True)))
-
-
-def final_decision_lines(
-    lines: Iterable[dict[str, Any]], final_of: Mapping[str, str]
-) -> Iterator[dict[str, Any]]:
-    """Decision lines whose ``output_ids`` are the final outputs of their members: an id
-    a stage gave an intermediate merge (merged again later) is never logged."""
-    for line in lines:
-        finals = (final_of.get(member) for member in line["member_ids"])
-        yield {**line, "output_ids": list(dict.fromkeys(f for f in finals if f is not None))}
 
 
 @dataclass
@@ -192,7 +233,12 @@ class RunLogs:
         semantic: Iterable[dict[str, Any]],
         final_of: Mapping[str, str],
     ) -> None:
-        """A chunk's decisions, once its relations are written (their final ids known)."""
+        """A chunk's decisions, once its relations are written (their final ids known);
+        lines a worker encoded (:class:`EncodedLines`) already name the final ids."""
+        if isinstance(exact, EncodedLines) and isinstance(semantic, EncodedLines):
+            self.exact.extend(exact)
+            self.semantic.extend(semantic)
+            return
         self.exact.extend(final_decision_lines(exact, final_of))
         self.semantic.extend(final_decision_lines(semantic, final_of))
 

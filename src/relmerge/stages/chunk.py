@@ -193,6 +193,7 @@ class ChunkResult:
     report: ReportPart | None = None
     progress: RecordedProgress | None = None  # a worker's progress, for the driver
     texts_embedded: int = 0
+    embedded_by: dict[str, int] = field(default_factory=dict)  # see two_stage.EmbeddedCounts
     cpu: dict[str, float] = field(default_factory=dict)
     wall: dict[str, float] = field(default_factory=dict)  # wall seconds per stage
     wall_s: float = 0.0
@@ -280,6 +281,20 @@ async def _exact_stage(
     return originals, exact.units
 
 
+class _TextsTotal:
+    """The embed phase's total: the chunk was counted as one text per index until the
+    stage says how many distinct texts it embeds (it may say more later: the texts a
+    first stage could not settle)."""
+
+    def __init__(self, progress: Progress, estimated: int) -> None:
+        self.progress = progress
+        self.estimated = estimated
+
+    def __call__(self, count: int) -> None:
+        self.progress.add_total("embed", count - self.estimated)
+        self.estimated = 0
+
+
 async def _semantic_stage(
     task: ChunkTask,
     originals: dict[int, ExtractedRelation],
@@ -302,7 +317,7 @@ async def _semantic_stage(
         originals,
         settings.entities,
         on_block_done=lambda n: progress.advance("semantic", n),
-        on_texts=lambda n: progress.add_total("embed", n - len(task.indices)),
+        on_texts=_TextsTotal(progress, len(task.indices)),
         on_embedded=lambda n: progress.advance("embed", n),
         memory=settings.memory,
         report=report,
@@ -316,6 +331,7 @@ async def _semantic_stage(
             units, None if needs is None else (lambda unit: unit.first in needs)
         )
     result.texts_embedded = len(prepared.descriptions.matrix) + len(prepared.names.matrix)
+    result.embedded_by = prepared.counts.as_dict()
     with meter.stage("decide"), working_on(progress, "semantic"):
         semantic = await stage.decide(prepared)
         del prepared

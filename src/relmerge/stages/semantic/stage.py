@@ -24,7 +24,7 @@ from relmerge.decide.job import BlockJob, decide_blocks
 from relmerge.decide.lexicon import lexicon_for
 from relmerge.decide.memory import Remembered
 from relmerge.decide.merged import DESCRIPTION_SEPARATOR, rule_fields
-from relmerge.decide.scores import Vectors
+from relmerge.decide.scores import BlockFuzzy, Vectors
 from relmerge.decide.text import embedding_text
 from relmerge.model import (
     Decision,
@@ -36,7 +36,7 @@ from relmerge.model import (
 )
 from relmerge.normalize import exact_key
 from relmerge.providers.base import LanguageModel
-from relmerge.providers.embedding import EmbeddingModel
+from relmerge.providers.embedding import EmbeddingModel, first_stage_of
 from relmerge.stages.identical import holds_pinned
 from relmerge.stages.semantic.blocking import BlockKey, block_pair_counts, make_blocks
 from relmerge.stages.semantic.neighbours import ReportSink
@@ -45,6 +45,15 @@ from relmerge.stages.semantic.text import (
     UnitVectors,
     embed_units,
     wanted_texts,
+)
+from relmerge.stages.semantic.two_stage import (
+    EmbeddedCounts,
+    combined,
+    distinct,
+    embed_pass,
+    embedded_counts,
+    settle,
+    split_units,
 )
 from relmerge.units import Originals, Unit, merge_units
 
@@ -90,8 +99,10 @@ class PreparedUnits:
     features: Mapping[int, RelationFeatures]
     descriptions: UnitVectors
     names: UnitVectors
-    embedded: list[bool]
+    embedded: list[bool]  # the units whose vectors the cross-block report may compare
     lines: StoredLines | None = None  # a merge into a store: stored relations' lines
+    fuzzy: dict[int, BlockFuzzy] = field(default_factory=dict)  # by a block's first unit
+    counts: EmbeddedCounts = field(default_factory=EmbeddedCounts)
 
     @property
     def embedded_count(self) -> int:
@@ -181,6 +192,7 @@ class SemanticStage:
         self.entities = entities or {}
         self.known_distinct = known_distinct or set()
         self.on_block_done = on_block_done
+        self.memory = memory
         self.lexicon = lexicon_for(config)
         self.report = report
         self.shared_names = shared_names
@@ -214,33 +226,89 @@ class SemanticStage:
                 for i in members:
                     in_multi[i] = True
         if self.report is None:
-            embedded = in_multi
+            reported = [False] * len(units)
         elif report_needs is None:
-            embedded = [True] * len(units)
+            reported = [True] * len(units)
         else:
-            embedded = [multi or report_needs(u) for multi, u in zip(in_multi, units, strict=True)]
+            reported = [report_needs(u) for u in units]
+        embedded = [multi or seen for multi, seen in zip(in_multi, reported, strict=True)]
         limit = self.config.embedding_description_chars
         texts = [embedding_text(unit.relation, limit) for unit in units]
         names = [unit.relation.name for unit in units]
+        first = self._first_stage()
+        if first is not None:
+            return await self._prepare_split(units, blocks, in_multi, reported, texts, names, first)
         self.on_texts(len(wanted_texts(texts, embedded)) + len(wanted_texts(names, embedded)))
         embedding = asyncio.ensure_future(
             embed_units(texts, self.embedder, embedded, self.on_embedded)
         )
         await asyncio.sleep(0)  # the embedding starts (in threads) before the features
         try:
-            features = {
-                i: relation_features(units[i].relation, self.lexicon, self.shared_names)
-                for i, multi in enumerate(in_multi)
-                if multi
-            }
+            features = self._features(units, in_multi)
         except BaseException:
             embedding.cancel()
             raise
         descriptions = await embedding
         # Names repeat a lot ("related", "下辖"): each distinct name is embedded once.
         name_vectors = await embed_units(names, self.embedder, embedded, self.on_embedded)
+        counts = EmbeddedCounts(for_rules=len(descriptions.matrix) + len(name_vectors.matrix))
         lines = await self._stored_lines(units, in_multi, name_vectors) if self.pinned else None
-        return PreparedUnits(units, blocks, features, descriptions, name_vectors, embedded, lines)
+        return PreparedUnits(
+            units, blocks, features, descriptions, name_vectors, embedded, lines, counts=counts
+        )
+
+    def _first_stage(self) -> EmbeddingModel | None:
+        """The embedder's cheap first stage, where the split applies (see ``two_stage``)."""
+        answered = self.memory is not None and len(self.memory) > 0
+        if not self.config.two_stage_embedding or self.pinned or answered:
+            return None
+        return first_stage_of(self.embedder)
+
+    def _features(
+        self, units: Sequence[Unit], in_multi: Sequence[bool]
+    ) -> dict[int, RelationFeatures]:
+        return {
+            i: relation_features(units[i].relation, self.lexicon, self.shared_names)
+            for i, multi in enumerate(in_multi)
+            if multi
+        }
+
+    async def _prepare_split(
+        self,
+        units: Sequence[Unit],
+        blocks: dict[BlockKey, list[int]],
+        in_multi: Sequence[bool],
+        reported: Sequence[bool],
+        texts: Sequence[str],
+        names: Sequence[str],
+        first: EmbeddingModel,
+    ) -> PreparedUnits:
+        """Features and the split first; then the first stage, which may settle some
+        blocks; then the full model for what is left (see ``two_stage``)."""
+        features = self._features(units, in_multi)
+        split = split_units(units, blocks, features, self.config, reported)
+        self.on_texts(distinct(texts, names, split.first) + distinct(texts, names, split.full))
+        cheap = await embed_pass(texts, names, split.first, first, self.on_embedded)
+        before = list(split.full)
+        settled = settle(split, *cheap, self.config)
+        added = [now and not was for now, was in zip(split.full, before, strict=True)]
+        if any(added):
+            self.on_texts(distinct(texts, names, added))
+        whole = await embed_pass(texts, names, split.full, self.embedder, self.on_embedded)
+        counts = embedded_counts(texts, names, split, settled)
+        descriptions = combined(whole[0], cheap[0])
+        name_vectors = combined(whole[1], cheap[1])
+        # Only the relations it may compare go to the report: their vectors are full.
+        return PreparedUnits(
+            units,
+            blocks,
+            features,
+            descriptions,
+            name_vectors,
+            list(reported),
+            fuzzy=split.fuzzy,
+            counts=counts,
+        )
 
     async def _stored_lines(
         self, units: Sequence[Unit], in_multi: Sequence[bool], names: UnitVectors
@@ -316,6 +384,7 @@ class SemanticStage:
             prepared.names[members],
             known,
             entities,
+            fuzzy=prepared.fuzzy.get(members[0]),
         )
         if prepared.lines is not None:
             _add_lines(job, members, prepared.lines)
