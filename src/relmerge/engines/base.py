@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from relmerge.cputime import CpuMeter
+from relmerge.engines.outputs import SharedOutputs
 from relmerge.progress import Progress
 from relmerge.providers.base import InvalidAnswerCounter, LanguageModel, innermost
 from relmerge.providers.cached import persistent_layer
@@ -34,13 +35,15 @@ class ChunkRun:
     """What an engine needs to work a run's chunks: the shared settings, the driver's
     model (its stack: budget, cache, accounting; the one door to the LLM) and embedder,
     where progress goes (phases ``exact``, ``embed``, ``semantic``), and the driver's CPU
-    meter."""
+    meter. ``share``: where an engine's workers may write the relation files themselves
+    (``OutputWriter.share``: None where only the driver can); None: the driver writes."""
 
     settings: ChunkSettings
     model: LanguageModel
     embedder: EmbeddingModel | None
     progress: Progress
     meter: CpuMeter
+    share: Callable[[], SharedOutputs | None] | None = None
 
 
 class ChunkEngine(Protocol):

@@ -1,9 +1,9 @@
 """Relation files written where a chunk was worked: a worker that sees the run's output
 directory writes its chunk's files itself, and the driver only keeps the bookkeeping.
 
-The driver's writer (``relmerge.run.writer.OutputWriter``) offers its run's outputs
-(:func:`offer_outputs`); an engine whose workers may write asks it for
-:class:`SharedOutputs` (:func:`shared_outputs`): a local directory (the run's
+The driver's writer (``relmerge.run.writer.OutputWriter.share``) is handed to the engine
+in ``ChunkRun.share``; an engine whose workers may write asks it for
+:class:`SharedOutputs`: a local directory (the run's
 :class:`~relmerge.stores.local.LocalStore`), a marker file the driver created in it, and
 the input ids a merged id could collide with. A worker that sees the marker (the same
 directory, on this machine or a shared file system) writes its chunk's relations under
@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
-from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import orjson
 
 from relmerge.ids import merged_relation_id
 from relmerge.io.write import relation_key
 from relmerge.model import ExtractedRelation
-from relmerge.progress import Progress
 from relmerge.stages.chunk import ChunkResult
 from relmerge.stores.local import LocalStore
 
@@ -133,28 +131,3 @@ class SharedOutputs:
         # directory may have removed the folders the store remembers making.
         await LocalStore(self.root).put_many(files)
         return WrittenOutputs(outputs)
-
-
-class OutputsOffer(Protocol):
-    """The driver's writer of one run, as an engine sees it."""
-
-    progress: Progress
-
-    def share(self) -> SharedOutputs | None: ...
-
-
-_OFFERED: ContextVar[OutputsOffer | None] = ContextVar("relmerge_outputs", default=None)
-
-
-def offer_outputs(writer: OutputsOffer) -> None:
-    """The run's writer, for the engine working the run's chunks in this context."""
-    _OFFERED.set(writer)
-
-
-def shared_outputs(progress: Progress) -> SharedOutputs | None:
-    """Where the workers of the run whose phases are ``progress`` (``ChunkRun.progress``)
-    may write its relation files; None: the driver writes them."""
-    writer = _OFFERED.get()
-    if writer is None or writer.progress is not progress:
-        return None
-    return writer.share()

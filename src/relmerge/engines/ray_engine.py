@@ -37,7 +37,7 @@ from relmerge.engines.gateway import (
     landed,
     raise_failure,
 )
-from relmerge.engines.outputs import SharedOutputs, encode_logs, shared_outputs
+from relmerge.engines.outputs import SharedOutputs, encode_logs
 from relmerge.engines.workers import (
     DeskModel,
     WorkerSetup,
@@ -199,7 +199,7 @@ class RayEngine:
         )
         shared = ray.put(setup)
         with run.meter.stage("write"):  # where the workers write the relation files
-            outputs = ray.put(shared_outputs(run.progress))
+            outputs = ray.put(run.share() if run.share is not None else None)
         in_flight: deque[Any] = deque()
         try:
             while True:

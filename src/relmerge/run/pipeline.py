@@ -196,7 +196,9 @@ async def _deduplicate(
     )
     if embedder is not None:
         embedder = without_recent_texts(embedder)  # each chunk's texts batched alike
-    chunk_run = ChunkRun(settings, run.models.model, embedder, run.phases, run.meter)
+    chunk_run = ChunkRun(
+        settings, run.models.model, embedder, run.phases, run.meter, share=run.writer.share
+    )
     try:
         needs = None
         if settings.report:

@@ -31,7 +31,6 @@ from relmerge.engines.outputs import (
     WrittenOutputs,
     final_decision_lines,
     free_merged_ids,
-    offer_outputs,
     parse_relation,
 )
 from relmerge.io.records import Rejected
@@ -114,7 +113,6 @@ class OutputWriter:
         self._output_of: list[str] = [""] * len(ids)  # input index -> output relation id
         self._writing: asyncio.Future[None] | None = None  # the files of the chunk before
         self._marker: Path | None = None  # see ``share``
-        offer_outputs(self)  # an engine's workers may write the files (``share``)
 
     def share(self) -> SharedOutputs | None:
         """Where workers may write their chunks' relation files themselves: a local
