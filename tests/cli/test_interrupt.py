@@ -102,11 +102,13 @@ def _batch(path: Path, count: int, pairs: int) -> Path:
 def test_an_interrupted_run_ends_its_embedding_helper_process(tmp_path: Path) -> None:
     """A batch large enough for the default embedder to start its helper process; SIGTERM
     while the helper embeds: the run exits 143 and the helper is gone."""
-    # distinct texts above the size that starts the helper
+    # distinct texts above the size that starts the helper, every one to the full model
     source = _batch(tmp_path / "relations.jsonl", 4400, pairs=900)
+    config = tmp_path / "relmerge.toml"
+    config.write_text("two_stage_embedding = false\n")
     command = ["run", str(source), "-o", str(tmp_path / "out"), "--no-cache", "-q"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "relmerge", *command],
+        [sys.executable, "-m", "relmerge", *command, "--config", str(config)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
@@ -133,7 +135,8 @@ def test_an_interrupted_run_ends_its_worker_processes(tmp_path: Path) -> None:
     no worker is left."""
     source = _batch(tmp_path / "relations.jsonl", 3000, pairs=700)
     config = tmp_path / "relmerge.toml"
-    config.write_text("records_per_chunk = 500\n")
+    # the full model for every text: the workers embed for seconds, not a blink
+    config.write_text("records_per_chunk = 500\ntwo_stage_embedding = false\n")
     command = ["run", str(source), "-o", str(tmp_path / "out"), "--no-cache", "-q"]
     process = subprocess.Popen(
         [sys.executable, "-m", "relmerge", *command, "--config", str(config), "--workers", "2"],
