@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,8 @@ from relmerge.errors import ConfigError, ProviderError
 from relmerge.eval.gold import labelled_relations, load_gold
 from relmerge.eval.gold_judge import GoldJudge
 from relmerge.ids import merged_relation_id
-from relmerge.io.load import read_entities, read_entity_mapping, read_input
 from relmerge.progress import NoProgress
 from relmerge.providers.base import NoLanguageModel
-from relmerge.providers.embedding import CachedEmbedder, HashEmbedder
-from relmerge.run.pipeline import run_pipeline
-from relmerge.run.result import RunOutput
 from relmerge.run.writer import OutputWriter
 from relmerge.stores.local import LocalStore
 from relmerge.stores.memory import MemoryStore
@@ -34,6 +30,8 @@ from tests.support.engines import (
     Unreachable,
     assert_same_outputs,
     dev_engine_run,
+    relation_files_put,
+    run_into,
 )
 
 ray = pytest.importorskip("ray")
@@ -159,55 +157,18 @@ async def test_a_window_of_one_chunk_gives_the_local_outputs_of_many_chunks() ->
     assert engine["chunks"] == local[0].result["chunk_count"] and engine["worker_cpu_s"] > 0
 
 
-class Watched(LocalStore):
-    """The run's output directory; remembers the keys the driver itself put."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        self.put_by_driver: list[str] = []
-
-    async def put(self, key: str, data: bytes) -> None:
-        self.put_by_driver.append(key)
-        await super().put(key, data)
-
-    async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
-        self.put_by_driver.extend(key for key, _ in items)
-        await super().put_many(items)
-
-
-async def _run_into(
-    out: Path, engine: Any, relations: Path = DEV / "relations.jsonl"
-) -> tuple[RunOutput, Watched]:
-    store = Watched(out)
-    output = await run_pipeline(
-        await read_input(relations),
-        read_entity_mapping(DEV / "entity_id_mapping.json"),
-        DeduplicateRelationsConfig(records_per_chunk=60),
-        NoLanguageModel(),
-        store,
-        embedder=CachedEmbedder(HashEmbedder()),
-        entities=read_entities(DEV / "entities.jsonl"),
-        engine=engine,
-    )
-    return output, store
-
-
-def _relation_files(store: Watched) -> list[str]:
-    return [key for key in store.put_by_driver if key.startswith("deduplicated_relations/")]
-
-
 @needs_dev
 async def test_workers_write_the_relation_files_of_a_local_run(tmp_path: Path) -> None:
     """Into a local directory the Ray workers write the relation files themselves: the
     same files, bytes and ids as the local engine's, none of them put by the driver."""
-    local, local_store = await _run_into(tmp_path / "local", LocalEngine())
-    distributed, ray_store = await _run_into(tmp_path / "ray", RayEngine())
+    local, local_store = await run_into(tmp_path / "local", LocalEngine())
+    distributed, ray_store = await run_into(tmp_path / "ray", RayEngine())
     assert written_files(tmp_path / "local") == written_files(tmp_path / "ray")
     assert local.relation_id_mapping == distributed.relation_id_mapping
     assert local.relation_keys == distributed.relation_keys
     assert list(local.relations) == list(distributed.relations)
-    assert len(_relation_files(local_store)) == local.result["output_relation_count"]
-    assert _relation_files(ray_store) == []  # every one written by a worker
+    assert len(relation_files_put(local_store)) == local.result["output_relation_count"]
+    assert relation_files_put(ray_store) == []  # every one written by a worker
     assert distributed.result["engine"]["stages"]["write"]["workers_s"] > 0
     assert distributed.result["chunk_count"] > 5 and local.result["semantic_merge_count"] > 0
 
@@ -216,7 +177,7 @@ async def test_workers_write_the_relation_files_of_a_local_run(tmp_path: Path) -
 async def test_a_merged_id_an_input_carries_is_freed_on_the_worker(tmp_path: Path) -> None:
     """A merged relation whose id an input already carries gets the salted id on the
     worker that writes it, as the driver of a local run gives it."""
-    first, _ = await _run_into(tmp_path / "first", LocalEngine())
+    first, _ = await run_into(tmp_path / "first", LocalEngine())
     members_of: dict[str, list[str]] = {}
     for member, output_id in first.relation_id_mapping.items():
         members_of.setdefault(output_id, []).append(member)
@@ -229,10 +190,10 @@ async def test_a_merged_id_an_input_carries_is_freed_on_the_worker(tmp_path: Pat
         b"\n".join(line.replace(alone.encode(), merged.relation_id.encode()) for line in lines)
         + b"\n"
     )
-    local, _ = await _run_into(tmp_path / "local", LocalEngine(), forged)
-    distributed, ray_store = await _run_into(tmp_path / "ray", RayEngine(), forged)
+    local, _ = await run_into(tmp_path / "local", LocalEngine(), forged)
+    distributed, ray_store = await run_into(tmp_path / "ray", RayEngine(), forged)
     assert written_files(tmp_path / "local") == written_files(tmp_path / "ray")
-    assert _relation_files(ray_store) == []
+    assert relation_files_put(ray_store) == []
     salted = merged_relation_id(members, merged.name, salt=1)
     assert {local.relation_id_mapping[m] for m in members} == {salted}
     assert distributed.relation_id_mapping == local.relation_id_mapping

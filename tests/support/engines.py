@@ -1,18 +1,23 @@
-"""What the engine tests share: the dev set run through ``run_pipeline`` on an engine,
-"the same outputs" for two such runs, and the LLM endpoints they are run against."""
+"""What the engine tests share: the dev set run through ``run_pipeline`` on an engine
+(into memory, or into a directory that tells the files the driver put from those its
+workers wrote), "the same outputs" for two such runs, and the LLM endpoints they are run
+against."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from pathlib import Path
 
 from relmerge.config import DeduplicateRelationsConfig
 from relmerge.engines.base import ChunkEngine
 from relmerge.errors import ProviderError
 from relmerge.io.load import read_entities, read_entity_mapping, read_input
-from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult
+from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, NoLanguageModel
 from relmerge.providers.embedding import CachedEmbedder, EmbeddingModel, HashEmbedder
 from relmerge.run.pipeline import run_pipeline
 from relmerge.run.result import RunOutput
+from relmerge.stores.local import LocalStore
 from relmerge.stores.memory import MemoryStore
 from tests.support.dev_cli import DEV
 
@@ -50,6 +55,49 @@ async def dev_engine_run(
         engine=engine,
     )
     return output, store
+
+
+class Watched(LocalStore):
+    """The run's output directory; remembers the keys the driver itself put."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.put_by_driver: list[str] = []
+
+    async def put(self, key: str, data: bytes) -> None:
+        self.put_by_driver.append(key)
+        await super().put(key, data)
+
+    async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        self.put_by_driver.extend(key for key, _ in items)
+        await super().put_many(items)
+
+
+async def run_into(
+    out: Path,
+    engine: ChunkEngine,
+    relations: Path = DEV / "relations.jsonl",
+    llm: LanguageModel | None = None,
+    config: DeduplicateRelationsConfig | None = None,
+) -> tuple[RunOutput, Watched]:
+    """The dev set (or ``relations``) into the directory ``out``, in many chunks."""
+    store = Watched(out)
+    output = await run_pipeline(
+        await read_input(relations),
+        read_entity_mapping(DEV / "entity_id_mapping.json"),
+        config or DeduplicateRelationsConfig(records_per_chunk=60),
+        llm or NoLanguageModel(),
+        store,
+        embedder=CachedEmbedder(HashEmbedder()),
+        entities=read_entities(DEV / "entities.jsonl"),
+        engine=engine,
+    )
+    return output, store
+
+
+def relation_files_put(store: Watched) -> list[str]:
+    """The relation files the driver itself put into ``store``."""
+    return [key for key in store.put_by_driver if key.startswith("deduplicated_relations/")]
 
 
 def assert_same_outputs(one: EngineRun, other: EngineRun, *more_keys: str) -> None:

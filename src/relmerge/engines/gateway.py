@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from relmerge.decide.retry import report_unreachable
-from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderError
+from relmerge.errors import BudgetExhaustedError, LLMUnavailableError, ProviderError, StoreError
 from relmerge.providers.base import LanguageModel, LLMRequest, LLMResult, hear_canaries
 
 Outcome = tuple[str, Any]  # ("ok", LLMResult) | ("provider", (message, retryable, attempts,
@@ -74,6 +74,8 @@ def raise_failure(outcome: Outcome) -> None:
             transport=transport,
             timed_out=timed_out,
         )
+    if kind == "store":  # a worker could not write its chunk's relation files
+        raise StoreError(value)
     if kind != "ok":
         raise RuntimeError(f"the LLM gateway failed: {value}")
 

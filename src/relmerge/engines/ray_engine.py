@@ -37,15 +37,16 @@ from relmerge.engines.gateway import (
     landed,
     raise_failure,
 )
-from relmerge.engines.outputs import SharedOutputs, encode_logs
+from relmerge.engines.outputs import SharedOutputs
 from relmerge.engines.workers import (
     DeskModel,
     WorkerSetup,
     work_on_worker,
     worker_base,
     worker_setup,
+    write_where_worked,
 )
-from relmerge.errors import ConfigError, StoreError
+from relmerge.errors import ConfigError
 from relmerge.providers.cached import persistent_layer
 from relmerge.providers.embedding import Recipe, Vectors
 from relmerge.stages.chunk import ChunkResult, ChunkTask, RecordedProgress
@@ -65,7 +66,8 @@ def _work_on_worker(
     setup: WorkerSetup, task: ChunkTask, gateway: Any, desk: Any, outputs: SharedOutputs | None
 ) -> tuple[Outcome, ChunkResult | None]:
     """A Ray task: one chunk (see ``workers.work_on_worker``), and the node it ran on; its
-    relation files written here where the run's ``outputs`` can be (see ``_write_here``)."""
+    relation files written here where the run's ``outputs`` can be (see
+    ``workers.write_where_worked``)."""
     import ray
 
     llm = RayDoor(gateway) if gateway is not None else None
@@ -74,16 +76,10 @@ def _work_on_worker(
 
     async def work() -> tuple[Outcome, ChunkResult | None]:
         outcome, result = await work_on_worker(task, setup, llm, door, progress)
-        if result is not None and outputs is not None and _write_here(setup, result, outputs):
-            meter = CpuMeter()
-            try:
-                with meter.stage("write"):
-                    ids = _ids(task)
-                    result.outputs = await outputs.write(result.outputs, lambda: ids)
-                    encode_logs(result, ids)  # its logs' lines final too: bytes to the driver
-            except StoreError as error:  # as the driver's writing would have failed
-                return ("store", str(error)), None
-            result.cpu["write"] = round(result.cpu.get("write", 0.0) + meter.total(), 4)
+        if result is not None and outputs is not None:
+            failed = await write_where_worked(setup, task, result, outputs)
+            if failed is not None:
+                return failed, None
         return outcome, result
 
     outcome, result = asyncio.run(work())
@@ -91,18 +87,6 @@ def _work_on_worker(
         result.progress = progress
         result.node = ray.get_runtime_context().get_node_id()
     return outcome, result
-
-
-def _write_here(setup: WorkerSetup, result: ChunkResult, outputs: SharedOutputs) -> bool:
-    """Whether a worker writes its chunk's files: where it sees the run's output directory,
-    and unless the chunk may be worked again without the model (it asked questions while
-    the canaries judge the model: ``run.canaries``), whose result replaces this one."""
-    judged = setup.llm_available and setup.settings.config.canaries > 0
-    return not (judged and result.llm_questions > 0) and outputs.reachable()
-
-
-def _ids(task: ChunkTask) -> dict[int, str]:
-    return {index: relation.relation_id for index, relation in task.originals().items()}
 
 
 def _embed_on_worker(recipe: Recipe, texts: list[str]) -> tuple[Vectors, float]:
@@ -231,8 +215,6 @@ class RayEngine:
         await asyncio.wait([landing])
         with run.meter.stage("collect"):  # the result unpickled here
             outcome, landed_result = landing.result()
-        if outcome[0] == "store":
-            raise StoreError(outcome[1])
         raise_failure(outcome)
         result: ChunkResult = landed_result
         return collect(result, run)

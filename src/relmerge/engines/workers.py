@@ -9,7 +9,8 @@ rebuilt from the driver's recipe (the default model, loaded once per worker proc
 the hash embedder); vectors the driver's cache holds are asked for through the embedding
 desk (a :class:`~relmerge.engines.gateway.Door` to :class:`DeskModel` in the driver), and
 the vectors the worker computes go back with its result for that cache. A worker never
-opens the driver's SQLite file.
+opens the driver's SQLite file. A worker that sees the run's output directory writes its
+chunk's relation files itself (:func:`write_where_worked`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import numpy as np
 from relmerge.cputime import CpuMeter
 from relmerge.engines.base import ChunkRun, recipe_for
 from relmerge.engines.gateway import Door, GatewayModel, Outcome, provider_failure, raise_failure
-from relmerge.errors import ProviderError
+from relmerge.engines.outputs import SharedOutputs, encode_logs
+from relmerge.errors import ProviderError, StoreError
 from relmerge.progress import Progress
 from relmerge.providers.cached import PersistentEmbedder, persistent_layer
 from relmerge.providers.embedding import EmbeddingModel, Recipe, Vectors, first_stage_of
@@ -95,6 +97,29 @@ async def work_on_worker(
     if embedder is not None:
         result.new_vectors = embedder.new
     return ("ok", None), result
+
+
+async def write_where_worked(
+    setup: WorkerSetup, task: ChunkTask, result: ChunkResult, outputs: SharedOutputs
+) -> Outcome | None:
+    """Write a worked chunk's relation files here, where this process sees the run's
+    output directory (``outputs``), unless the chunk may be worked again without the model
+    (it asked questions while the canaries judge the model: ``run.canaries``), whose
+    result would replace this one. ``result`` then carries :class:`WrittenOutputs` and its
+    log lines encoded; None, or a failure to write as the outcome ("store")."""
+    judged = setup.llm_available and setup.settings.config.canaries > 0
+    if (judged and result.llm_questions > 0) or not outputs.reachable():
+        return None
+    meter = CpuMeter()
+    try:
+        with meter.stage("write"):
+            ids = {index: relation.relation_id for index, relation in task.originals().items()}
+            result.outputs = await outputs.write(result.outputs, lambda: ids)
+            encode_logs(result, ids)  # its logs' lines final too: bytes to the driver
+    except StoreError as error:  # as the driver's writing would have failed
+        return ("store", str(error))
+    result.cpu["write"] = round(result.cpu.get("write", 0.0) + meter.total(), 4)
+    return None
 
 
 class WorkerEmbedder:
