@@ -1,7 +1,9 @@
 """How many threads should write a run's relation files? Wall time and CPU, measured.
 
-Writes N relation-sized files (about 700 bytes, as a GraphRAG-shaped run's) into a new
-directory through ``LocalStore.put_many`` itself, with 1, 2 and 8 write threads in turn,
+Writes N relation-sized files (about 700 bytes, as a GraphRAG-shaped run's, named by a
+hash as merged and input ids are) into a new directory as a run writes them
+(``io.write.write_files``: ``LocalStore.put_many`` on slices of 512), with 1, 2 and 8
+write threads in turn,
 ``--repeat`` times; prints the wall seconds and the CPU seconds of this process (user +
 kernel) of each. Creating files in one directory is serialised by the kernel's lock on
 it: on a quiet disk more threads cannot make it faster, and the CPU they spend waiting on
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import shutil
 import statistics
@@ -25,6 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from relmerge.io.write import write_files
 from relmerge.stores import local
 from relmerge.stores.local import LocalStore
 
@@ -32,13 +36,17 @@ THREADS = (1, 2, 8)
 
 
 def _write(store: LocalStore, items: list[tuple[str, bytes]], threads: int) -> None:
-    """``store.put_many`` itself, with ``threads`` write threads instead of its eight."""
+    """``write_files`` itself, with ``threads`` write threads instead of the store's."""
     default = local._WRITE_THREADS
     local._WRITE_THREADS = threads
     try:
-        asyncio.run(store.put_many(items))
+        asyncio.run(write_files(store, items))
     finally:
         local._WRITE_THREADS = default
+
+
+def _hashed(round_: int, i: int) -> str:
+    return hashlib.blake2b(f"{round_}-{i}".encode(), digest_size=8).hexdigest()
 
 
 def main() -> None:
@@ -55,7 +63,7 @@ def main() -> None:
             for threads in THREADS:
                 store = LocalStore(root / f"{threads}-{round_}")
                 items = [
-                    (f"deduplicated_relations/relation_{i:016x}.json", data)
+                    (f"deduplicated_relations/relation_{_hashed(round_, i)}.json", data)
                     for i in range(args.files)
                 ]
                 cpu, started = os.times(), time.perf_counter()
