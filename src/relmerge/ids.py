@@ -7,7 +7,11 @@ same merge gives the same id on every run; a relation that merges with nothing k
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
+
+# The shape of every id ``merged_relation_id`` gives (salted or not).
+_MERGED_SHAPE = re.compile(r"relation_[0-9a-f]{16}\Z")
 
 
 def _hex16(payload: str) -> str:
@@ -24,6 +28,12 @@ def merged_relation_id(member_ids: Iterable[str], name: str, salt: int = 0) -> s
     if salt:
         lines.append(f"#{salt}")
     return "relation_" + _hex16("\n".join(lines))
+
+
+def has_merged_id_shape(relation_id: str) -> bool:
+    """Whether ``relation_id`` could be one ``merged_relation_id`` computes: only an input
+    id of this shape can collide with a merge's id."""
+    return _MERGED_SHAPE.match(relation_id) is not None
 
 
 def dedup_chunk_id(chunk_ids: Iterable[str]) -> str:

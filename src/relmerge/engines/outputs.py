@@ -18,7 +18,7 @@ sends its chunk's decision and clarification lines encoded (:func:`encode_logs`)
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -119,13 +119,11 @@ class SharedOutputs:
         """Whether this process sees the driver's output directory."""
         return os.path.isfile(os.path.join(self.root, self.marker))
 
-    async def write(
-        self, outputs: Sequence[Produced], ids: Callable[[], Mapping[int, str]]
-    ) -> WrittenOutputs:
+    async def write(self, outputs: Sequence[Produced], ids: Mapping[int, str]) -> WrittenOutputs:
         """Write a chunk's relations under their final ids (``ids``: the chunk's input
-        ids by input index, asked for only when a merged id is taken); what was written."""
+        ids by input index); what was written."""
         if any(len(members) > 1 and rid in self.taken for members, rid, _ in outputs):
-            outputs = list(free_merged_ids(outputs, ids(), self.taken))
+            outputs = list(free_merged_ids(outputs, ids, self.taken))
         files = [(relation_key(self.prefix, rid), data) for _, rid, data in outputs]
         # A store per chunk: a worker outlives a run, and the next one into the same
         # directory may have removed the folders the store remembers making.

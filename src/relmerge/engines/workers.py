@@ -114,7 +114,7 @@ async def write_where_worked(
     try:
         with meter.stage("write"):
             ids = {index: relation.relation_id for index, relation in task.originals().items()}
-            result.outputs = await outputs.write(result.outputs, lambda: ids)
+            result.outputs = await outputs.write(result.outputs, ids)
             encode_logs(result, ids)  # its logs' lines final too: bytes to the driver
     except StoreError as error:  # as the driver's writing would have failed
         return ("store", str(error))

@@ -15,7 +15,6 @@ and final ids, the driver keeping only the bookkeeping (:class:`WrittenOutputs`)
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +32,7 @@ from relmerge.engines.outputs import (
     free_merged_ids,
     parse_relation,
 )
+from relmerge.ids import has_merged_id_shape
 from relmerge.io.records import Rejected
 from relmerge.io.spool import JsonLines, ParkedBytes
 from relmerge.io.write import jsonl, relation_key, write_files
@@ -80,11 +80,6 @@ class OutputRelations(Sequence[ExtractedRelation]):
     __hash__ = None  # type: ignore[assignment]
 
 
-# The shape of every id ``merged_relation_id`` gives: only an input id of this shape can
-# be one a merge (or its salted re-hash) computes.
-_MERGED_SHAPE = re.compile(r"relation_[0-9a-f]{16}\Z")
-
-
 @dataclass(frozen=True)
 class Written:
     """What the run returns of its relations: in input order (of their first member),
@@ -129,7 +124,7 @@ class OutputWriter:
             return None
         self._unmark()
         self._marker = marker
-        taken = frozenset(filter(_MERGED_SHAPE.match, self._taken))
+        taken = frozenset(filter(has_merged_id_shape, self._taken))
         return SharedOutputs(str(root), self.prefix, marker.name, taken)
 
     def _unmark(self) -> None:
